@@ -1,15 +1,19 @@
 #!/usr/bin/env node
 // `npm start`: run a nats-server of its own with authentication (credentials under var/nats-auth)
-// unless NATS_URL names one, make sure Redis is reachable (starting a local redis-server with its
-// data under ./var when it is not), then run the four Baton services as separate processes until
-// Ctrl-C. On a terminal their JSON log lines are shown readably (LOG_FORMAT=json keeps the JSON).
-// Its nats-server logs to var/nats-server.log; its errors and warnings, and each configuration
-// reload, are shown here too.
+// unless NATS_URL names one (on NATS_PORT, else on the listen `baton nats-config --listen` set,
+// else on 4222 or, when that is taken, a free port: scripts/nats-listen.js), make sure Redis is
+// reachable (starting a local redis-server with its data under ./var when it is not), then run the
+// four Baton services as separate processes until Ctrl-C. On a terminal their JSON log lines are
+// shown readably (LOG_FORMAT=json keeps the JSON). Its nats-server logs to var/nats-server.log;
+// its errors and warnings, and each configuration reload, are shown here too, as is what
+// `baton nats-config` warns of (`[start] warning (<code>)`).
 'use strict';
 const { spawn, spawnSync } = require('node:child_process');
 const net = require('node:net');
 const fs = require('node:fs');
 const path = require('node:path');
+const { natsConfigWarningLines } = require('./nats-config-warnings');
+const { NatsListenError, chooseNatsListen, natsUrlOf, portOf: asPort, recordListen, recordedListen } = require('./nats-listen');
 
 const root = path.resolve(__dirname, '..');
 const redisUrl = new URL(process.env.REDIS_URL || 'redis://127.0.0.1:6379');
@@ -36,6 +40,20 @@ for (const service of services) {
     process.exit(1);
   }
   service.port = Number(given);
+}
+/**
+ * NATS_PORT: the port npm start's own nats-server listens on (127.0.0.1), instead of 4222 or a free
+ * one; taken or not a port, npm start stops before anything starts (chooseNatsListen).
+ */
+const natsPortGiven = process.env.NATS_PORT === undefined || process.env.NATS_PORT === '' ? undefined : process.env.NATS_PORT;
+const natsPort = natsPortGiven === undefined ? undefined : asPort(natsPortGiven);
+if (natsPort === null) {
+  console.error(`[start] NATS_PORT must be a port from 1 to 65535, got "${natsPortGiven}"`);
+  process.exit(1);
+}
+if (natsPort !== undefined && process.env.NATS_URL) {
+  console.error(`[start] NATS_PORT is the port of npm start's own nats-server, which it does not run with NATS_URL set (${process.env.NATS_URL}): unset one of them`);
+  process.exit(1);
 }
 const portOf = (name) => services.find((service) => service.name === name).port;
 /** The operator API's URL: the notifier's port on HTTP_HOST, unless that is every interface. */
@@ -83,14 +101,27 @@ const serviceChildren = [];
 const natsDir = path.resolve(root, process.env.BATON_NATS_DIR || path.join('var', 'nats-auth'));
 const serviceEnv = {};
 
+/** `baton <args>` (the built CLI), run to its end: its stdout and stderr; a failure is thrown. */
 function batonCli(args) {
   const result = spawnSync(process.execPath, [path.join(root, 'dist', 'apps', 'cli', 'src', 'main.js'), ...args], { cwd: root, encoding: 'utf8', env: { ...process.env, BATON_NATS_DIR: natsDir } });
   if (result.status !== 0) throw new Error(`baton ${args[0]} failed: ${result.stderr || result.stdout}`);
-  return result.stdout;
+  return { stdout: result.stdout, stderr: result.stderr };
 }
 
-async function freeLocalPort(preferred) {
-  if (!(await reachable('127.0.0.1', preferred))) return preferred;
+/**
+ * `baton nats-config --dir <natsDir> <args> --json`: its summary, and its warnings shown on this
+ * terminal as `[start] warning (<code>): …` (a nats-server.conf whose settings it could not read,
+ * a store_dir it moved…; `ownServer`: see natsConfigWarningLines).
+ */
+function natsConfig(args, { ownServer }) {
+  const { stdout, stderr } = batonCli(['nats-config', '--dir', natsDir, ...args, '--json']);
+  const summary = JSON.parse(stdout);
+  for (const line of natsConfigWarningLines(stderr, summary, { ownServer })) console.error(line);
+  return summary;
+}
+
+/** A port of 127.0.0.1 nothing listens on now (the system's pick). */
+function freeLocalPort() {
   return new Promise((resolve) => {
     const server = net.createServer();
     server.listen(0, '127.0.0.1', () => {
@@ -111,7 +142,7 @@ async function ensureNats() {
       console.warn('[start] BATON_NATS_AUTH=none: the services connect WITHOUT credentials (development server only)');
       return;
     }
-    const summary = JSON.parse(batonCli(['nats-config', '--dir', natsDir, '--json']));
+    const summary = natsConfig([], { ownServer: false });
     for (const service of services) serviceEnv[service.name] = { NATS_CREDS: summary.creds[service.name] };
     console.log(`[start] using NATS at ${process.env.NATS_URL} with the credentials in ${natsDir} (the server must trust that operator: ${summary.server_config})`);
     return;
@@ -132,22 +163,49 @@ async function ensureNats() {
     console.error('or set NATS_URL to a NATS server with JetStream (and NATS_CREDS / BATON_NATS_DIR for its credentials).');
     process.exit(1);
   }
-  const port = await freeLocalPort(4222);
+  // Where it listens: NATS_PORT, else a listen someone set in the folder's nats-server.conf, else
+  // 4222 or a free port (chooseNatsListen). The file is read with nats-config's own reader.
+  const confFile = path.join(natsDir, 'nats-server.conf');
+  const { readServerConfigSettings } = require(path.join(root, 'dist', 'libs', 'eventstore', 'src', 'auth', 'deployment.js'));
+  let nats;
+  try {
+    nats = await chooseNatsListen({
+      natsPort,
+      confListen: readServerConfigSettings(confFile)?.listen,
+      recordedListen: recordedListen(natsDir),
+      confFile,
+      inUse: reachable,
+      freePort: freeLocalPort,
+    });
+  } catch (error) {
+    if (!(error instanceof NatsListenError)) throw error;
+    console.error(`[start] error (${error.code}): ${error.message}`);
+    process.exit(1);
+  }
+  if (nats.replaces !== undefined) console.log(`[start] NATS_PORT ${natsPort}: nats-server listens on ${nats.listen}, not on ${nats.replaces} (the listen ${confFile} named)`);
   const store = path.join(root, 'var', 'nats');
   fs.mkdirSync(store, { recursive: true });
-  const summary = JSON.parse(batonCli(['nats-config', '--dir', natsDir, '--listen', `127.0.0.1:${port}`, '--store-dir', store, '--json']));
+  const summary = natsConfig(['--listen', nats.listen, '--store-dir', store], { ownServer: true });
+  // A listen npm start chose itself is noted, so that a later start does not keep it as someone's.
+  if (nats.own) recordListen(natsDir, nats.listen);
+  const chosenBy = {
+    NATS_PORT: ' (NATS_PORT)',
+    'nats-server.conf': ' (the listen baton nats-config --listen set)',
+    default: '',
+    free: ' (4222 is in use: a free port; NATS_PORT chooses one)',
+  }[nats.from];
   console.log(
-    `[start] starting nats-server with JetStream and authentication on 127.0.0.1:${port} (config ${summary.server_config}, data in var/nats, log ${path.relative(root, natsLog)})`,
+    `[start] starting nats-server with JetStream and authentication on ${nats.listen}${chosenBy} (config ${summary.server_config}, data in var/nats, log ${path.relative(root, natsLog)})`,
   );
   const child = spawn(bin, ['-c', summary.server_config], { stdio: ['ignore', 'pipe', 'pipe'] });
   logNatsServer(child);
   servers.push(child);
   try {
-    await waitFor('127.0.0.1', port, 'nats-server');
+    await waitFor(nats.connect, nats.port, 'nats-server');
   } catch (error) {
     throw new Error(`${error.message} (its log: ${natsLog})`);
   }
-  const url = `nats://127.0.0.1:${port}`;
+  const url = natsUrlOf(nats);
   for (const service of services) serviceEnv[service.name] = { NATS_URL: url, NATS_CREDS: summary.creds[service.name] };
   // The Redis the services use too: the CLI reads projections there (unless REDIS_URL says otherwise).
   // The server's pid and log: `baton creds revoke` names them (reload it, read the log).
@@ -198,7 +256,8 @@ async function ensureRedis() {
     console.error('Install redis-server (Debian: apt-get install redis-server) and run:');
     console.error(`  redis-server --port ${port} --appendonly yes --dir ./var/redis`);
     console.error('or set REDIS_URL.');
-    process.exit(1);
+    // The nats-server it may have started stops with it.
+    return shutdown(1);
   }
   const dir = path.join(root, 'var', 'redis');
   fs.mkdirSync(dir, { recursive: true });
@@ -237,8 +296,9 @@ function runService({ name, port }) {
     // from this shell, which would give all four the same one.
     HTTP_PORT: String(port),
   };
-  // npm start's variables, not the services': they read HTTP_PORT.
+  // npm start's variables, not the services': they read HTTP_PORT (and NATS_URL).
   for (const service of services) delete env[portVariable(service.name)];
+  delete env.NATS_PORT;
   const child = spawn(process.execPath, ['--enable-source-maps', entry], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const prefix = `[${name}]`.padEnd(11);
   const pipe = (stream, out) => {

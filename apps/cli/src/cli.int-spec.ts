@@ -10,6 +10,8 @@ import {
   createProjectionStore,
   createRedis,
   jetStreamReplaySource,
+  MEMBER_FREEZE_MIN,
+  type FreezeLimits,
   type ProjectionSnapshot,
   type ProjectionStore,
   type RedisHandle,
@@ -330,11 +332,15 @@ describe('the baton command against real NATS and Redis', () => {
     expect(await keysMatching(`${prefix}-elsewhere:*`)).toEqual([]);
   });
 
-  it('inbox and stops under a keyspace with no projection say so on stderr (a wrong prefix is not an empty inbox; with --json stderr holds JSON only, so not there); built ones say nothing', async () => {
+  it('inbox and stops under a keyspace with no projection say so on stderr (a wrong prefix is not an empty inbox; with --json as the JSON line {"warnings":[…]}, code projection_not_built); built ones say nothing', async () => {
     const elsewhere = `${prefix}-elsewhere:proj`;
     for (const command of ['inbox', 'stops']) {
       const typed = await baton(command, '--json', { BATON_PROJECTION_PREFIX: elsewhere });
-      expect({ code: typed.code, out: JSON.parse(typed.out) as unknown, err: typed.err }).toEqual({ code: 0, out: [], err: '' });
+      expect({ code: typed.code, out: JSON.parse(typed.out) as unknown }).toEqual({ code: 0, out: [] });
+      expect(typed.err).toMatch(/^[^\n]+\n$/);
+      expect(JSON.parse(typed.err)).toEqual({
+        warnings: [{ code: 'projection_not_built', message: expect.stringContaining(`no ${command} projection under "${elsewhere}"`) }],
+      });
       const wrong = await baton(command, { BATON_PROJECTION_PREFIX: elsewhere });
       expect(wrong.code).toBe(0);
       expect(wrong.err).toContain(
@@ -376,7 +382,7 @@ describe('the baton command against real NATS and Redis', () => {
   async function verifyUnderTraffic(
     argv: string[],
     traffic: { fold?: LiveEvent[]; compare?: LiveEvent[]; compareKeys?: LiveEvent[] },
-    { refuseFreezing = false }: { refuseFreezing?: boolean } = {},
+    { refuseFreezing = false, freezeLimits }: { refuseFreezing?: boolean; freezeLimits?: FreezeLimits } = {},
   ) {
     const io = bufferedIo();
     const ctx = createCliContext({ io, env: { NATS_URL, REDIS_URL, BATON_PREFIX: prefix } });
@@ -412,7 +418,9 @@ describe('the baton command against real NATS and Redis', () => {
                 // Differing keys too many or too large to copy at once: the rounds compare the live keys themselves.
                 afterPass: (pass) => options.afterPass!({ ...pass, freeze: async (_, keys) => ({ status: 'too_large', keys: keys.length, elements: 0 }) }),
               }
-            : options,
+            : freezeLimits && options?.afterPass
+              ? { ...options, afterPass: (pass) => options.afterPass!({ ...pass, freeze: (projection, keys) => pass.freeze(projection, keys, freezeLimits) }) }
+              : options,
         )) as ProjectionStore['buildScratch'],
       compare: busyBefore('compare', traffic.compare),
       compareKeys: busyBefore('compareKeys', traffic.compareKeys),
@@ -530,6 +538,58 @@ describe('the baton command against real NATS and Redis', () => {
     );
     expect(text.out).toContain('every difference may be events applied while it was compared: run `baton verify` again when traffic is quieter');
     expect(text.out).not.toContain('run `baton replay`');
+  });
+
+  it('verify under traffic that keeps changing an index key larger than a whole copy may be (every handoff of a run) freezes only its differing members: an exact verdict in one round, and a lasting drift on one member is reported with both sides of that member', async () => {
+    // 1 100 more handoffs of run wr-1: its index (hr:demo:wr-1), the id lookup and the pending set
+    // each hold over MEMBER_FREEZE_MIN members. The bound is lowered to 1 000 elements so that
+    // copying one of them whole is refused, as a 50 000-element index is under the default bound.
+    const events = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry });
+    for (let i = 0; i < 1_100; i += 100)
+      await Promise.all(
+        Array.from({ length: 100 }, (_, k) => {
+          const id = `h-bulk-${i + k}`;
+          return events.append({ project: PROJECT, kind: 'handoff', id }, [created(id, 10)], { expectedVersion: 0 });
+        }),
+      );
+    const projector = createBatonProjector({ store });
+    for await (const event of jetStreamReplaySource({ nats, prefix, registry })(5)) await projector.apply(event);
+    const generation = (await store.activeGeneration('handoffs'))!;
+    const index = `${prefix}:proj:handoffs:g${generation}:hr:demo:wr-1`;
+    expect(await redis.client.zcard(index)).toBeGreaterThan(MEMBER_FREEZE_MIN);
+    const freezeLimits = { keys: 10_000, elements: 1_000 };
+    // A new handoff of wr-1 during the fold, during the first comparison and during the catch-up round's.
+    const traffic = { fold: ['create'], compare: ['create'], compareKeys: ['create'] } satisfies Parameters<typeof verifyUnderTraffic>[1];
+    const busy = await verifyUnderTraffic(['--projection', 'handoffs', '--json'], traffic, { freezeLimits });
+    expect(busy.code).toBe(0);
+    const report = JSON.parse(busy.out) as VerifyJson;
+    expect(report.projections[0]).toMatchObject({ differing: 0, rounds: 1, live_moved: 0, unsettled: 0 });
+    // hr:demo:wr-1, the id lookup and hq:pending member by member (the two handoffs created after the
+    // fold's bound: two new members each), those handoffs' own keys (state, timeline) whole.
+    expect(report.projections[0]).toMatchObject({ frozen_keys: 7, frozen_members: 6 });
+    expect(busy.comparisons).toEqual({ compare: 1, compareKeys: 0, compareFrozen: 1 });
+
+    // Drift no event explains on one member of that index: lasting, reported member by member.
+    const seq = Number(await redis.client.zscore(index, 'demo:h-bulk-7'));
+    await redis.client.zadd(index, 424_242, 'demo:h-bulk-7');
+    const drifted = await verifyUnderTraffic(['--projection', 'handoffs', '--json'], traffic, { freezeLimits });
+    expect(drifted.code).toBe(1);
+    const found = (JSON.parse(drifted.out) as VerifyJson).projections[0]!;
+    expect(found).toMatchObject({ differing: 1, rounds: 1, live_moved: 0, unsettled: 0, unsettled_keys: [], frozen_keys: 7, frozen_members: 7 });
+    expect(found.differences).toEqual([
+      {
+        key: 'hr:demo:wr-1',
+        a: { type: 'zset', value: [['demo:h-bulk-7', 424_242]] },
+        b: { type: 'zset', value: [['demo:h-bulk-7', seq]] },
+        differing_members: 1,
+      },
+    ]);
+
+    const text = await verifyUnderTraffic(['--projection', 'handoffs'], traffic, { freezeLimits });
+    expect(text.code).toBe(1);
+    expect(text.out).toContain('handoffs: 1 keys differ from a fold of the stream');
+    expect(text.out).toContain(`  hr:demo:wr-1 (zset compared member by member; 1 member differs)\n    "demo:h-bulk-7": live 424242, rebuilt ${seq}\n`);
+    expect(text.out).toMatch(/note: compared at seq \d+ with the 7 live keys that had differed \(of the large ones, the 7 members that had differed\)/);
   });
 
   it('verify while the live projection applies events as fast as they come (the same keys again and again, concurrently with the fold and every comparison) ends with an exact verdict, and finds drift made before it started', async () => {

@@ -128,8 +128,12 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     expect(JSON.parse(second.out)).toMatchObject({ duplicate: true, seq: JSON.parse(first.out).seq });
     // A fresh client cannot tell its own re-run from another publisher: it says which message the stream held.
     expect(second.code).toBe(0);
-    // With --json stderr holds no prose: the receipt's duplicate says it; without, stderr names the message.
-    expect(second.err).toBe('');
+    // With --json stderr holds no prose: the receipt's duplicate says it, and stderr's one JSON line
+    // the warning by its code; without, stderr names the message.
+    expect(JSON.parse(second.err)).toEqual({
+      warnings: [{ code: 'duplicate_message', message: expect.stringContaining('the stream already held result:demo:wr-1/res-1') }],
+    });
+    expect(first.err).toBe('');
     const third = await baton('result', file);
     expect(third.code).toBe(0);
     expect(third.err).toContain('already held result:demo:wr-1/res-1');
@@ -264,9 +268,19 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     // A directory is compiled as baton validate compiles it, then sent.
     const folder = join(dir, 'def-folder');
     await mkdir(folder);
-    await writeFile(join(folder, 'demo.yaml'), 'project: demo\n---\nAGENT: coder\nROLE: builder\n');
+    await writeFile(join(folder, 'demo.yaml'), 'project: demo\n---\nAGENT: coder\nROLE: builder\nCOLOUR: blue\n');
     const fromFolder = await baton('publish-definition', folder, '--json');
     expect(fromFolder.code).toBe(0);
+    // The compiler's warnings, with --json: stderr's one JSON line, each with its diagnostic whole.
+    expect(JSON.parse(fromFolder.err)).toEqual({
+      warnings: [
+        {
+          code: 'definition_warning',
+          message: expect.stringContaining("unknown agent key 'COLOUR' is ignored"),
+          details: { diagnostic: expect.objectContaining({ file: join(folder, 'demo.yaml'), line: 5, severity: 'warning', code: 'UNKNOWN_KEY' }) },
+        },
+      ],
+    });
     expect(received).toHaveLength(2);
     expect(received[1]).toMatchObject({ project: 'demo', agents: [{ name: 'coder', role: 'builder' }] });
     sub.unsubscribe();

@@ -16,7 +16,7 @@ import {
 } from '@baton/eventstore';
 import { createProjectionStore, createRedis, type ProjectionStore, type RedisHandle } from '@baton/projections';
 import { BaseConfigSchema, ConfigError, envInt, loadConfig } from '@baton/platform';
-import { CliError, CliErrorCode, UsageError } from './errors';
+import { CliError, CliErrorCode, CliWarningCode, UsageError, type CliWarning } from './errors';
 import type { CliIo } from './output';
 
 /** The environment the CLI reads: NATS_URL, REDIS_URL, REDIS_COMMAND_TIMEOUT_MS, BATON_PREFIX (as every service) and BATON_API_URL. */
@@ -72,20 +72,26 @@ export interface CliContext {
   fetch: typeof fetch;
   /**
    * Whether the command was asked for `--json` (or `--json-page`): set by `execute` from the command
-   * line. Then stderr holds nothing but the one JSON line of a failure, so that a script can parse
-   * it whole: see {@link CliContext.warn}.
+   * line. Then stderr holds nothing but JSON lines a script can parse whole: a failure's one line,
+   * or (a command that ends without failing) its warnings' one line: see {@link CliContext.warn}.
    */
   json: boolean;
   /**
    * Say something a person should know that does not stop the command (a fallback taken, a
-   * projection never built): `baton: warning: <text>` on stderr (or `prose`, written as is).
-   * With `--json` nothing is written: the warning is kept, and a failure carries the warnings in
-   * its `details.warnings`; on success they are dropped (the `--json` output says what matters,
-   * e.g. `view_source`).
+   * projection never built), under a stable `code`: `baton: warning: <text>` on stderr (or `prose`,
+   * written as is). With `--json` nothing is written at once: the warning is kept as
+   * `{ code, message: text, details? }`, and `execute` writes the kept ones when the command ends —
+   * a failure in its `details.warnings`, else as the one stderr line `{"warnings":[…]}` (none when
+   * there are none), so stdout's JSON stays as documented.
    */
-  warn(text: string, prose?: string): void;
+  warn(code: CliWarningCode, text: string, prose?: string, details?: Record<string, unknown>): void;
   /** The warnings {@link CliContext.warn} kept (with `--json`), in order. */
-  warnings(): readonly string[];
+  warnings(): readonly CliWarning[];
+  /**
+   * The warnings kept, forgotten as they are returned: whoever writes them (a failure line, the
+   * warnings line) takes them, so none is written twice.
+   */
+  takeWarnings(): readonly CliWarning[];
   close(): Promise<void>;
 }
 
@@ -169,19 +175,22 @@ export function createCliContext(options: CliContextOptions): CliContext {
   let redis: Promise<RedisHandle> | null = options.redis ? Promise.resolve(options.redis) : null;
   let registry: EventRegistry | null = null;
   const owned: (() => Promise<void>)[] = [];
-  const warnings: string[] = [];
+  const warnings: CliWarning[] = [];
 
   const ctx: CliContext = {
     io: options.io,
     env,
     fetch: options.fetch ?? fetch,
     json: false,
-    warn(text, prose) {
-      if (ctx.json) warnings.push(text);
+    warn(code, text, prose, details) {
+      if (ctx.json) warnings.push({ code, message: text, ...(details !== undefined ? { details } : {}) });
       else ctx.io.stderr.write(prose ?? `baton: warning: ${text}\n`);
     },
     warnings() {
       return [...warnings];
+    },
+    takeWarnings() {
+      return warnings.splice(0);
     },
     config() {
       if (config) return config;
@@ -219,6 +228,7 @@ export function createCliContext(options: CliContextOptions): CliContext {
           owned.push(() => handle.drain());
           if (grantsResponses) {
             ctx.warn(
+              CliWarningCode.credsAllowResponses,
               `the credentials in ${credsFile} carry allow_responses, as admin credentials issued by an earlier Baton did: on nats-server 2.9 they make every stream read of this command (replay, verify) slower as it goes and stall the services' appends meanwhile. Issue new ones: baton nats-config (the deployment folder's own file) or baton creds admin --rotate`,
             );
           }

@@ -61,6 +61,58 @@ export const CliErrorCode = {
   projectionVersionMismatch: 'projection_version_mismatch',
 } as const;
 
+/**
+ * The codes of the CLI's warnings: something a person should know that does not stop the command
+ * (a fallback taken, a setting that did not apply). Without `--json` a warning is a line of prose
+ * on stderr; with `--json` it is `{ code, message, details? }`, in the one stderr line
+ * `{"warnings":[…]}` a command that ends without a failure writes, or in a failure's
+ * `details.warnings` (see `CliContext.warn`).
+ */
+export const CliWarningCode = {
+  /** The NATS credentials carry `allow_responses`, as an earlier Baton issued the admin's: reads slow down and stall the services' appends. */
+  credsAllowResponses: 'creds_allow_responses',
+  /** Redis could not be reached: `run` / `handoff` folded the view from the events stream. */
+  projectionsUnavailable: 'projections_unavailable',
+  /** The events stream could not be read: `run` / `handoff` show the projected timeline. */
+  eventsUnavailable: 'events_unavailable',
+  /** An empty `inbox` / `stops` whose projection has no live generation under the keyspace read (never built, or another prefix). */
+  projectionNotBuilt: 'projection_not_built',
+  /** `start` / `result`: the stream already held a message under this id; nothing new was stored. */
+  duplicateMessage: 'duplicate_message',
+  /** `dlq list` / `redrive --source` named a source that matched nothing and that Baton does not write (a typo?). */
+  unknownDlqSource: 'unknown_dlq_source',
+  /** A warning of a definition that compiles (`publish-definition`; `details.diagnostic`). */
+  definitionWarning: 'definition_warning',
+  /** `replay` / `verify` skipped an event the registry cannot decode. */
+  undecodableEvent: 'undecodable_event',
+  /** `replay` / `verify` could not lower its CPU priority to `BATON_REBUILD_NICE`; it ran as started. */
+  niceRefused: 'nice_refused',
+  /** `replay` / `verify` heard Ctrl-C, SIGTERM or SIGHUP: the message says what it does about it. */
+  signal: 'signal',
+  /** `replay`: projections were built from another events stream (it was recreated): they are replaced. */
+  streamRecreated: 'stream_recreated',
+  /** `replay`: deleting a swapped-out generation failed (its keys stay behind). */
+  cleanupFailed: 'cleanup_failed',
+  /** `creds` found no deployment in the default folder and made a new one. */
+  deploymentCreated: 'deployment_created',
+  /** `nats-config` changed the listen, http or store_dir of nats-server.conf: a server running from it must be restarted, not reloaded. */
+  restartRequired: 'restart_required',
+  /** `nats-config` could not read a listen, http or store_dir of the nats-server.conf it replaced: the default was written. */
+  serverConfigUnread: 'server_config_unread',
+  /** `creds … --rotate` / `creds revoke`: the nats-server.conf holds no trust block Baton wrote and was not changed. */
+  serverConfigNotUpdated: 'server_config_not_updated',
+  /** `creds` issued new credentials without `--rotate`: the principal's earlier ones stay valid. */
+  earlierCredsValid: 'earlier_creds_valid',
+} as const;
+export type CliWarningCode = (typeof CliWarningCode)[keyof typeof CliWarningCode];
+
+/** A warning as `--json` writes it: a stable {@link CliWarningCode}, the text a person reads, and (for some codes) what a script needs. */
+export interface CliWarning {
+  code: CliWarningCode;
+  message: string;
+  details?: Record<string, unknown>;
+}
+
 /** One offending field, as Baton's rejections name them. */
 export interface CliIssue {
   path: string;

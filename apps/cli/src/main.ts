@@ -45,9 +45,10 @@ Environment:
   BATON_OPERATOR  who you are, recorded by start, pause, resume and publish-definition (default $USER); answers,
                   decisions and abandons record the API token's name
 
-Every read command takes --json; with --json stderr holds nothing but a failure's one line,
-{"error":{"code","message","issues","details"?}}, warnings in its details.warnings (on success
-warnings are not written; a refusal's reply stays on stdout).
+Every read command takes --json; with --json stderr holds JSON lines only: a failure's one line,
+{"error":{"code","message","issues","details"?}}, its warnings in details.warnings (a refusal's
+reply stays on stdout); a command that does not fail writes its warnings, if any, as the one line
+{"warnings":[{"code","message","details"?}]}.
 Exit codes: 0 ok, 1 failure (verify: a difference), 2 usage, 130 replay or verify stopped by Ctrl-C, SIGTERM or SIGHUP.
 `;
 
@@ -116,24 +117,30 @@ async function runCommand(argv: string[], options: Partial<CliContextOptions>): 
 /**
  * Run `command` and settle its failure as `baton` does: written to stderr (one JSON line with
  * `--json`, carrying the warnings the command kept in `details.warnings`; else prose with the
- * command's usage for a usage error) and turned into its exit code.
+ * command's usage for a usage error) and turned into its exit code. With `--json` a command that
+ * ends without throwing (exit 0, or a verdict such as verify's difference) has the warnings it kept
+ * written after its output as one stderr line, `{"warnings":[{ code, message, details? }]}`.
  */
 export async function execute(command: Command, argv: string[], ctx: CliContext): Promise<ExitCode> {
   const io = ctx.io;
   const json = argv.includes('--json') || argv.includes('--json-page');
-  // With --json, stderr is the failure's one JSON line and nothing else: warnings go into it.
+  // With --json, stderr holds JSON lines only: warnings are kept and written here, as JSON.
   ctx.json = json;
+  let code: ExitCode;
   try {
-    return await command.run(argv, ctx);
+    code = await command.run(argv, ctx);
   } catch (error) {
     const failure = failureOf(error);
-    const warnings = ctx.warnings();
+    const warnings = ctx.takeWarnings();
     if (json && warnings.length > 0) failure.details = { ...failure.details, warnings };
     if (json) io.stderr.write(`${JSON.stringify({ error: failure })}\n`);
     else if (error instanceof UsageError) io.stderr.write(`baton ${command.name}: ${error.message}\n${error.showUsage ? `\n${command.help}` : ''}`);
     else io.stderr.write(`baton ${command.name}: ${failure.message}\n${failure.issues.map((issue) => `  ${issue.path}: ${issue.message}\n`).join('')}`);
     return error instanceof UsageError ? ExitCode.usage : error instanceof CliError ? error.exitCode : ExitCode.failure;
   }
+  const warnings = ctx.takeWarnings();
+  if (json && warnings.length > 0) io.stderr.write(`${JSON.stringify({ warnings })}\n`);
+  return code;
 }
 
 /** What to do about credentials that may not do what a command does. */

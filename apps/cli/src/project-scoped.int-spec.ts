@@ -267,7 +267,7 @@ describe('the baton command addresses runs and handoffs by project and id (real 
     expect((await baton('decide', 'hb-h-1', 'accept', '--project', 'Bad Project')).code).toBe(2);
   });
 
-  it('with Redis unreachable run and handoff fold the view from the events stream, with a warning (as with NATS down they show the projection); with --json stderr holds JSON only: no warning on success (view_source says it), details.warnings in the one failure line', async () => {
+  it('with Redis unreachable run and handoff fold the view from the events stream, with a warning (as with NATS down they show the projection); with --json stderr holds JSON only: on success the one {"warnings":[…]} line, on failure details.warnings in the one failure line, each warning typed by its code', async () => {
     // Nothing listens on port 1 of the loopback: Redis cannot be reached.
     const redisDown = { REDIS_URL: 'redis://127.0.0.1:1' };
     const run = await batonWith(redisDown, 'run', 'wr-a', '--project', 'beta', '--json');
@@ -278,7 +278,13 @@ describe('the baton command addresses runs and handoffs by project and id (real 
       timeline_source: 'stream',
       run: { project: 'beta', status: 'running', people: { started_by: 'pat' } },
     });
-    expect(run.err).toBe('');
+    // stdout is the documented report, unchanged; stderr one JSON line: the warning, by its code.
+    const projectionsUnavailable = {
+      code: 'projections_unavailable',
+      message: expect.stringContaining('cannot read the projections (cannot reach Redis at redis://127.0.0.1:1'),
+    };
+    expect(run.err).toMatch(/^[^\n]+\n$/);
+    expect(JSON.parse(run.err)).toEqual({ warnings: [projectionsUnavailable] });
     const prosed = await batonWith(redisDown, 'run', 'wr-a', '--project', 'beta');
     expect(prosed.code).toBe(0);
     expect(prosed.err).toContain('baton: warning: cannot read the projections (cannot reach Redis at redis://127.0.0.1:1');
@@ -287,18 +293,15 @@ describe('the baton command addresses runs and handoffs by project and id (real 
     const handoff = await batonWith(redisDown, 'handoff', 'h-1', '--project', 'beta', '--json');
     expect(handoff.code).toBe(0);
     expect(JSON.parse(handoff.out)).toMatchObject({ project: 'beta', view_source: 'events', handoff: { id: 'h-1', claimed_by: 'carol' } });
-    expect(handoff.err).toBe('');
+    expect(JSON.parse(handoff.err)).toEqual({ warnings: [projectionsUnavailable] });
+    // Nothing to warn of: nothing on stderr.
+    expect((await baton('run', 'wr-a', '--project', 'beta', '--json')).err).toBe('');
 
-    // A failure with --json: one JSON line on stderr, the warning in its details.
+    // A failure with --json: one JSON line on stderr, the warning in its details (no warnings line besides).
     for (const kind of ['run', 'handoff']) {
       const missing = await batonWith(redisDown, kind, 'r-nope', '--project', 'beta', '--json');
       expect({ kind, code: missing.code, out: missing.out, lines: missing.err.trim().split('\n').length }).toEqual({ kind, code: 1, out: '', lines: 1 });
-      expect(JSON.parse(missing.err)).toMatchObject({
-        error: {
-          code: 'not_found',
-          details: { warnings: [expect.stringContaining('cannot read the projections (cannot reach Redis at redis://127.0.0.1:1')] },
-        },
-      });
+      expect(JSON.parse(missing.err)).toMatchObject({ error: { code: 'not_found', details: { warnings: [projectionsUnavailable] } } });
     }
 
     // Without --project the stream alone finds the project, or names the projects sharing the id.
@@ -313,7 +316,10 @@ describe('the baton command addresses runs and handoffs by project and id (real 
     expect(neither.code).toBe(1);
     expect(neither.out).toBe('');
     expect(JSON.parse(neither.err)).toMatchObject({
-      error: { code: 'unavailable', details: { warnings: [expect.stringContaining('cannot read the projections')] } },
+      error: {
+        code: 'unavailable',
+        details: { warnings: [{ code: 'projections_unavailable', message: expect.stringContaining('cannot read the projections') }] },
+      },
     });
   });
 

@@ -302,7 +302,7 @@ describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
     expect(await snapshots()).toEqual(before);
   }, 240_000);
 
-  it('Ctrl-C once the swaps began: the rebuild finishes and says so (exit 0, every projection swapped; with --json stderr holds no prose)', async () => {
+  it('Ctrl-C once the swaps began: the rebuild finishes and says so (exit 0, every projection swapped; with --json stderr holds no prose: the notice is its JSON warnings line)', async () => {
     await fill(nats, prefix, 600);
     expect((await baton('replay')).code).toBe(0);
     const live = await generations();
@@ -317,8 +317,11 @@ describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
         })) as ProjectionStore['rebuildMany'],
     }));
     expect(code).toBe(0);
-    // With --json the notice (and the progress) is not written: stderr holds a failure's JSON line only, and this succeeded.
-    expect(io.err()).toBe('');
+    // With --json no prose and no progress: the notice is the one JSON warnings line, after the outcomes.
+    expect(io.err()).toMatch(/^[^\n]+\n$/);
+    expect(JSON.parse(io.err())).toEqual({
+      warnings: [{ code: 'signal', message: 'SIGINT: the rebuild is already swapping its projections in; it finishes (SIGINT again to exit at once)' }],
+    });
     const outcomes = JSON.parse(io.out()) as Array<{ status: string; generation: number; projection: string }>;
     expect(outcomes.map((o) => o.status)).toEqual(batonProjections().map(() => 'swapped'));
     expect(await generations()).not.toEqual(live);
@@ -381,7 +384,7 @@ describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
     expect(failure.error).toMatchObject({
       code: 'interrupted',
       message: expect.stringContaining('nothing live was touched'),
-      details: { warnings: [expect.stringContaining('SIGINT: stopping the verification; the live projections are not touched')] },
+      details: { warnings: [{ code: 'signal', message: expect.stringContaining('SIGINT: stopping the verification; the live projections are not touched') }] },
     });
     expect(io.out()).toBe('');
   });

@@ -16,6 +16,7 @@ import {
   type ScratchGeneration,
   type ScratchPass,
   type SnapshotDifference,
+  type SnapshotValue,
 } from '@baton/projections';
 import type { CliContext } from './context';
 import { CliError, CliErrorCode, ExitCode, streamReadError, UsageError } from './errors';
@@ -54,7 +55,7 @@ export async function eventSource(ctx: CliContext): Promise<{ source: ReplaySour
     batch: 1_000,
     onUndecodable: (seq, subject, rejection) => {
       const text = `skipped undecodable event #${seq} on ${subject}: ${rejection.message}`;
-      ctx.warn(text, `baton: ${text}\n`);
+      ctx.warn('undecodable_event', text, `baton: ${text}\n`);
     },
   });
   return { source, total: state.messages, lastSeq: state.last_seq };
@@ -162,6 +163,13 @@ export interface ShadowComparison {
    */
   version: number;
   live_version: number | null;
+  /**
+   * Of the `frozen_keys`, the large sorted sets, sets and hashes (over `MEMBER_FREEZE_MIN` members on
+   * the live side) were copied member by member: only the members that differed when both sides were
+   * read. How many members were so copied and compared (0: every frozen key was copied whole). Such a
+   * key's difference says how many of those members differ (`differing_members`) and shows only them.
+   */
+  frozen_members: number;
 }
 
 /** A comparison whose live generation was written by another version of the projection's definition than this baton's. */
@@ -250,6 +258,7 @@ function comparisonOf(
     frozen_keys: 0,
     version,
     live_version: where.live_version,
+    frozen_members: 0,
   };
 }
 
@@ -312,9 +321,10 @@ export async function compareWithStream(
 
   /**
    * Record a comparison of `track` with `build`, and read where the live projection stands right
-   * after it. `frozen`: of that many keys copied at `track.target`, which nothing moved meanwhile.
+   * after it. `frozen`: of that many keys copied at `track.target` (`members`: of them, that many
+   * members copied from large keys), which nothing moved meanwhile.
    */
-  const record = async (track: Tracked, build: ScratchGeneration, compared: NamespaceComparison, whole: boolean, round: number, frozen = 0) => {
+  const record = async (track: Tracked, build: ScratchGeneration, compared: NamespaceComparison, whole: boolean, round: number, frozen = 0, members = 0) => {
     track.after = await store.status(track.def);
     const c = track.comparison;
     Object.assign(c, {
@@ -326,6 +336,7 @@ export async function compareWithStream(
       live_moved: frozen > 0 ? 0 : Math.max(0, track.after.lastSeq - track.target),
       rounds: round,
       frozen_keys: frozen,
+      frozen_members: members,
       ...(whole ? { live_keys: compared.keysA, rebuilt_keys: compared.keysB } : {}),
     } satisfies Partial<ShadowComparison>);
     track.differing = compared.differingKeys ?? null;
@@ -377,8 +388,12 @@ export async function compareWithStream(
           if (!said) options.progress.update({ done: read, note: `comparing the differing keys at one sequence (round ${pass.round})` });
           said = true;
           c.live_generation = frozen.generation;
-          const compared = await store.compareFrozen(c.projection, build.generation, frozen.keys, { collectKeys: MAX_NAMED_DIFFERENCES });
-          await record(track, build, compared, false, pass.round, frozen.keys.length);
+          const compared = await store.compareFrozen(c.projection, build.generation, frozen.keys, {
+            collectKeys: MAX_NAMED_DIFFERENCES,
+            members: frozen.members,
+          });
+          const members = [...frozen.members.values()].reduce((sum, key) => sum + key.members.length, 0);
+          await record(track, build, compared, false, pass.round, frozen.keys.length, members);
           c.live_version = track.after.activeGeneration === frozen.generation ? track.after.storedVersion : c.live_version;
           settle(track, []);
           continue;
@@ -506,8 +521,42 @@ export function movedNote(comparison: Pick<ShadowComparison, 'projection' | 'liv
  * Said under the differences of a comparison with copies of the live keys taken at one sequence
  * (`frozen_keys`): what the live projection applied meanwhile cannot explain them.
  */
-export function frozenNote(comparison: Pick<ShadowComparison, 'live_seq' | 'frozen_keys'>): string {
-  return `  note: compared at seq ${comparison.live_seq} with the ${comparison.frozen_keys} live keys that had differed, copied as they stood then (the live projection kept applying events): these differences are lasting\n`;
+export function frozenNote(comparison: Pick<ShadowComparison, 'live_seq' | 'frozen_keys' | 'frozen_members'>): string {
+  const members = comparison.frozen_members > 0 ? ` (of the large ones, the ${comparison.frozen_members} members that had differed)` : '';
+  return `  note: compared at seq ${comparison.live_seq} with the ${comparison.frozen_keys} live keys that had differed${members}, copied as they stood then (the live projection kept applying events): these differences are lasting\n`;
+}
+
+/** Members shown per key compared member by member (`differing_members`). */
+const SHOWN_MEMBERS = 10;
+
+/**
+ * The lines of a key compared member by member: one per differing member (the first
+ * {@link SHOWN_MEMBERS}), with its score or value on each side, or `(absent)`.
+ */
+function memberLines(d: SnapshotDifference & { differing_members: number }): string {
+  const sideOf = (value: SnapshotValue | undefined): Map<string, unknown> => {
+    if (value?.type === 'zset') return new Map(value.value);
+    if (value?.type === 'hash') return new Map(Object.entries(value.value));
+    if (value?.type === 'set') return new Map(value.value.map((member) => [member, 'present']));
+    return new Map();
+  };
+  const [live, rebuilt] = [sideOf(d.a), sideOf(d.b)];
+  const type = d.a?.type ?? d.b?.type ?? 'key';
+  const shown = [...new Set([...live.keys(), ...rebuilt.keys()])].sort().slice(0, SHOWN_MEMBERS);
+  const show = (value: unknown, other: unknown) => {
+    if (value === undefined) return '(absent)';
+    if (value === 'present' && type === 'set') return 'present';
+    return clipAround(JSON.stringify(value), other === undefined ? undefined : JSON.stringify(other), 100);
+  };
+  const what = type === 'hash' ? 'field' : 'member';
+  const one = d.differing_members === 1;
+  const lines = [`  ${d.key} (${type} compared ${what} by ${what}; ${d.differing_members} ${what}${one ? ' differs' : 's differ'})\n`];
+  for (const member of shown) {
+    const [l, r] = [live.get(member), rebuilt.get(member)];
+    lines.push(`    ${clipAround(JSON.stringify(member), undefined, 100)}: live ${show(l, r)}, rebuilt ${show(r, l)}\n`);
+  }
+  if (d.differing_members > shown.length) lines.push(`    … and ${d.differing_members - shown.length} more ${what}s\n`);
+  return lines.join('');
 }
 
 /** One line per difference: the key and both sides (clipped). */
@@ -517,6 +566,8 @@ export function differenceLines(differences: readonly SnapshotDifference[], max 
     return clipAround(JSON.stringify(value), other === undefined ? undefined : JSON.stringify(other));
   };
   const lines = differences.slice(0, max).map((d) => {
+    // A large key compared member by member: the members that differ, one by one.
+    if (d.differing_members !== undefined) return memberLines({ ...d, differing_members: d.differing_members });
     // Two versions of one hash (an inbox item...): only the fields that differ, so they are not clipped away.
     if (d.a?.type === 'hash' && d.b?.type === 'hash') {
       const left = d.a.value;
@@ -578,7 +629,7 @@ export function yieldCpuToServices(ctx: CliContext): void {
   try {
     if (nice > getPriority(0)) setPriority(0, nice);
   } catch (error) {
-    ctx.warn(`could not lower the CPU priority to nice ${nice} (BATON_REBUILD_NICE): ${(error as Error).message}`);
+    ctx.warn('nice_refused', `could not lower the CPU priority to nice ${nice} (BATON_REBUILD_NICE): ${(error as Error).message}`);
   }
 }
 
@@ -604,7 +655,7 @@ export function interruptible(ctx: CliContext, what: string): { signal: AbortSig
   let hungUp = false;
   const onSignal = (name: NodeJS.Signals) => {
     // Said to the person who pressed Ctrl-C; with --json kept as a warning (stderr holds JSON only).
-    const say = (text: string) => ctx.warn(text, `\nbaton: ${text}\n`);
+    const say = (text: string) => ctx.warn('signal', text, `\nbaton: ${text}\n`);
     if (name === 'SIGHUP') {
       if (hungUp) return;
       hungUp = true;

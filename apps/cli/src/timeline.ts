@@ -2,7 +2,7 @@ import { IdSchema, isSubjectToken, Limits, ProjectIdSchema, SubjectTable, type A
 import { batonStreamNames, EventStoreErrorCode, isPermissionsViolation, StreamNotFound, type StoredEvent } from '@baton/eventstore';
 import { createBatonViews, storedTimelineEntry, type BatonViews, type TimelineEntry } from '@baton/projections';
 import type { CliContext } from './context';
-import { CliError, CliErrorCode, streamReadError, UsageError } from './errors';
+import { CliError, CliErrorCode, CliWarningCode, streamReadError, UsageError } from './errors';
 
 /** An aggregate's history read straight from the events stream. */
 export interface AggregateHistory {
@@ -94,7 +94,7 @@ export async function projectionViewsOrWarn(ctx: CliContext): Promise<BatonViews
     return createBatonViews(await ctx.projections());
   } catch (error) {
     if (!(error instanceof CliError) || error.code !== CliErrorCode.unavailable) throw error;
-    ctx.warn(`cannot read the projections (${error.message}); folding the view from the events stream`);
+    ctx.warn(CliWarningCode.projectionsUnavailable, `cannot read the projections (${error.message}); folding the view from the events stream`);
     return null;
   }
 }

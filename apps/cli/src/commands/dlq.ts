@@ -10,7 +10,7 @@ import {
 } from '@baton/eventstore';
 import type { Command, ParsedArgs } from '../command';
 import { flag, int, parseCommandArgs, str } from '../command';
-import { CliError, CliErrorCode, ExitCode, UsageError } from '../errors';
+import { CliError, CliErrorCode, CliWarningCode, ExitCode, UsageError } from '../errors';
 import type { CliContext } from '../context';
 import { printJson, renderFields, renderTable } from '../output';
 
@@ -170,7 +170,7 @@ function warnUnknownSource(ctx: CliContext, args: ParsedArgs, matched: number): 
   const source = str(args, 'source');
   if (source === undefined || matched > 0 || knownDlqSource(source)) return;
   const text = `no dead letter has source "${source}", which is not a source Baton writes (see baton dlq --help: ${Object.values(DlqSources).slice(0, 3).join(', ')}, …; offers-<n>-<project>-<agent>)`;
-  ctx.warn(text, `baton: ${text}\n`);
+  ctx.warn(CliWarningCode.unknownDlqSource, text, `baton: ${text}\n`);
 }
 
 /** The filter options list and redrive share. */

@@ -3,7 +3,7 @@ import { evolveHandoff, initialHandoffState, toHandoffRecord } from '@baton/doma
 import type { TimelineEntry } from '@baton/projections';
 import type { Command } from '../command';
 import { int, parseCommandArgs, str } from '../command';
-import { CliError, CliErrorCode, ExitCode } from '../errors';
+import { CliError, CliErrorCode, CliWarningCode, ExitCode } from '../errors';
 import { printJson, renderFields, renderTable } from '../output';
 import { foldedAtNote, historyAt, projectOf, projectionViewsOrWarn, readHistory } from '../timeline';
 
@@ -28,8 +28,8 @@ export const handoffCommand: Command = {
 
 Show a handoff as the projections hold it, and its timeline read straight from the events stream,
 so it works even when the projections are gone (the view is then folded from the events, with a
-warning on stderr; with --json no warning is written: view_source and timeline_source say it, and
-a failure carries it in details.warnings).
+warning on stderr; with --json view_source and timeline_source say it, and stderr the line
+{"warnings":[{"code":"projections_unavailable",…}]}, or a failure's details.warnings).
 A handoff id is unique only within its project: when several projects hold <id>, --project is
 required (the usage error names them).
 
@@ -68,7 +68,7 @@ Options:
       const projected = views ? await views.handoff(project, id).catch(() => null) : null;
       const history = await readHistory(ctx, 'handoff', id, project).catch((error: unknown) => {
         if (projected === null) throw error;
-        ctx.warn(`cannot read the events stream (${(error as Error).message}); showing the projected timeline`);
+        ctx.warn(CliWarningCode.eventsUnavailable, `cannot read the events stream (${(error as Error).message}); showing the projected timeline`);
         return undefined;
       });
       if (projected) {

@@ -16,7 +16,7 @@ export const inboxCommand: Command = {
 Read the operator inbox straight from the Redis projections (the same read side as
 GET /v1/inbox). Open items only, unless --status says otherwise. When the inbox projection was
 never built under this keyspace (BATON_PREFIX / BATON_PROJECTION_PREFIX), a warning on stderr says so
-(not with --json: stderr then holds JSON only).
+(with --json as JSON: the line {"warnings":[{"code":"projection_not_built",…}]}).
 
 An item's id is stop:<project>:<packet_id>, hold:<seq>:<project>:<workflow_run_id>,
 handback:<project>:<handoff_id> or escalation:<project>:<handoff_id> (ids may hold ":", a project

@@ -15,6 +15,16 @@ async function batonIn(dir: string, argv: string[]) {
 }
 
 /**
+ * The codes of the warnings a `--json` run wrote: its stderr is empty, or the one JSON line
+ * `{"warnings":[{ code, message }]}` and nothing else.
+ */
+function warningCodes(err: string): string[] {
+  if (err === '') return [];
+  expect(err).toMatch(/^[^\n]+\n$/);
+  return (JSON.parse(err) as { warnings: { code: string }[] }).warnings.map((warning) => warning.code);
+}
+
+/**
  * `baton creds` issues credentials signed by an existing deployment's account key. A folder it was
  * pointed at that holds no deployment (a mistyped --dir or BATON_NATS_DIR) is refused before
  * anything is written: a new operator and account made there would sign credentials no server
@@ -107,8 +117,12 @@ describe('baton creds revoke and --rotate', () => {
 
   const baton = (...argv: string[]) => batonIn(dir, argv);
   async function json<T>(...argv: string[]): Promise<T> {
+    return jsonWarning<T>([], ...argv);
+  }
+  /** As `json`, the run warning of `codes` (stderr's one JSON line, with --json). */
+  async function jsonWarning<T>(codes: string[], ...argv: string[]): Promise<T> {
     const run = await baton(...argv, '--json');
-    expect({ code: run.code, err: run.err }).toEqual({ code: 0, err: '' });
+    expect({ code: run.code, warnings: warningCodes(run.err) }).toEqual({ code: 0, warnings: codes });
     return JSON.parse(run.out) as T;
   }
   const revocations = () => {
@@ -137,7 +151,8 @@ describe('baton creds revoke and --rotate', () => {
     expect(again.code).toBe(0);
     expect(again.err).toContain(`baton: warning: the earlier credentials of agent p1/a1 stay valid until revoked (user ${first.user})`);
     expect(again.err).toContain('--rotate');
-    const third = await json<Issued>('creds', 'agent', '--project', 'p1', '--agent', 'a1');
+    // With --json the warning is stderr's JSON line, by its code; still_valid names the keys.
+    const third = await jsonWarning<Issued>(['earlier_creds_valid'], 'creds', 'agent', '--project', 'p1', '--agent', 'a1');
     expect(third.still_valid).toHaveLength(2);
     expect(third.still_valid).toContain(first.user);
     expect(revocations()).toEqual({});
@@ -145,7 +160,7 @@ describe('baton creds revoke and --rotate', () => {
 
   it('--rotate issues the new file and revokes every earlier key of the principal, not the new one', async () => {
     const first = await json<Issued>('creds', 'agent', '--project', 'p1', '--agent', 'a1');
-    const second = await json<Issued>('creds', 'agent', '--project', 'p1', '--agent', 'a1');
+    const second = await jsonWarning<Issued>(['earlier_creds_valid'], 'creds', 'agent', '--project', 'p1', '--agent', 'a1');
     const rotated = await json<Issued>('creds', 'agent', '--project', 'p1', '--agent', 'a1', '--rotate');
     expect(rotated.still_valid).toEqual([]);
     expect(rotated.revoked?.map((entry) => entry.user).sort()).toEqual([first.user, second.user].sort());
@@ -158,7 +173,7 @@ describe('baton creds revoke and --rotate', () => {
 
   it('revoke --project --agent revokes every key the agent was issued, removes its file and says how to apply it', async () => {
     const first = await json<Issued>('creds', 'agent', '--project', 'p1', '--agent', 'a1');
-    const second = await json<Issued>('creds', 'agent', '--project', 'p1', '--agent', 'a1');
+    const second = await jsonWarning<Issued>(['earlier_creds_valid'], 'creds', 'agent', '--project', 'p1', '--agent', 'a1');
     const other = await json<Issued>('creds', 'agent', '--project', 'p1', '--agent', 'a2');
     const run = await baton('creds', 'revoke', '--project', 'p1', '--agent', 'a1');
     expect(run.code).toBe(0);
@@ -248,8 +263,12 @@ describe('baton nats-config run again keeps the listeners and the JetStream fold
     changed: { setting: string; from: string | null; to: string | null }[];
   };
   async function config(...argv: string[]): Promise<Summary> {
+    return configWarning([], ...argv);
+  }
+  /** As `config`, the run warning of `codes` (stderr's one JSON line, with --json). */
+  async function configWarning(codes: string[], ...argv: string[]): Promise<Summary> {
     const run = await baton('nats-config', ...argv, '--json');
-    expect({ code: run.code, err: run.err }).toEqual({ code: 0, err: '' });
+    expect({ code: run.code, warnings: warningCodes(run.err) }).toEqual({ code: 0, warnings: codes });
     return JSON.parse(run.out) as Summary;
   }
   const conf = () => readFileSync(join(dir, 'nats-server.conf'), 'utf8');
@@ -273,7 +292,7 @@ describe('baton nats-config run again keeps the listeners and the JetStream fold
 
     // What npm start runs: its own port and var/nats.
     const store = join(root, 'var', 'nats');
-    await config('--listen', '127.0.0.1:4317', '--store-dir', store);
+    await configWarning(['restart_required'], '--listen', '127.0.0.1:4317', '--store-dir', store);
     const started = listeners();
     expect(started).toEqual(['listen: "127.0.0.1:4317"', `  store_dir: ${JSON.stringify(store)}`]);
 
@@ -295,7 +314,10 @@ describe('baton nats-config run again keeps the listeners and the JetStream fold
     await config('--http', '127.0.0.1:8222');
     expect(await config()).toMatchObject({ http: '127.0.0.1:8222', changed: [] });
     expect(conf()).toContain('http: "127.0.0.1:8222"');
-    expect(await config('--http', 'none')).toMatchObject({ http: null, changed: [{ setting: 'http', from: '127.0.0.1:8222', to: null }] });
+    expect(await configWarning(['restart_required'], '--http', 'none')).toMatchObject({
+      http: null,
+      changed: [{ setting: 'http', from: '127.0.0.1:8222', to: null }],
+    });
     expect(conf()).not.toMatch(/^http:/m);
   });
 
@@ -312,7 +334,7 @@ describe('baton nats-config run again keeps the listeners and the JetStream fold
     expect(moved.err).toContain('JetStream data stays in the former store_dir');
     expect(listeners()).toEqual(['listen: "127.0.0.1:4318"', `  store_dir: ${JSON.stringify(store)}`]);
 
-    const json = await config('--listen', '127.0.0.1:4319');
+    const json = await configWarning(['restart_required'], '--listen', '127.0.0.1:4319');
     expect(json.changed).toEqual([{ setting: 'listen', from: '127.0.0.1:4318', to: '127.0.0.1:4319' }]);
     expect(json.kept).toEqual(['store_dir', 'http']);
     // The same value again changes nothing: no warning.
@@ -326,6 +348,13 @@ describe('baton nats-config run again keeps the listeners and the JetStream fold
     expect(run.code).toBe(0);
     expect(run.err).toContain('named no listen nats-config could read: the default is written (listen 127.0.0.1:4222)');
     expect(listeners()[0]).toBe('listen: "127.0.0.1:4222"');
+    // With --json: stderr's one JSON line, by its code.
+    await writeFile(join(dir, 'nats-server.conf'), conf().replace(/^listen: .*$/m, 'port: 4317'));
+    const typed = await baton('nats-config', '--json');
+    expect(typed.code).toBe(0);
+    expect(JSON.parse(typed.err)).toEqual({
+      warnings: [{ code: 'server_config_unread', message: expect.stringContaining('named no listen nats-config could read') }],
+    });
   });
 });
 

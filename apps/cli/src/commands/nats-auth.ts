@@ -21,7 +21,7 @@ import {
 import type { Command } from '../command';
 import { flag, parseCommandArgs, required, str } from '../command';
 import type { CliContext } from '../context';
-import { CliError, CliErrorCode, ExitCode, UsageError } from '../errors';
+import { CliError, CliErrorCode, CliWarningCode, ExitCode, UsageError } from '../errors';
 
 /** The deployment folder: `--dir`, else BATON_NATS_DIR, else ./var/nats-auth. */
 function deploymentDir(ctx: CliContext, dir: string | undefined): string {
@@ -49,6 +49,7 @@ function open(ctx: CliContext, dir: string | undefined, create: boolean): AuthDe
       );
     }
     ctx.warn(
+      CliWarningCode.deploymentCreated,
       `no deployment in ${folder} (the default ./var/nats-auth of this working directory): a new one is made; its credentials are trusted only by a nats-server configured from this folder (npm start, or baton nats-config)`,
     );
   }
@@ -245,12 +246,14 @@ Options:
       const what = changed.map((change) => `${change.setting} from ${change.from ?? 'none'} to ${change.to ?? 'none'}`).join(', ');
       const data = changed.some((change) => change.setting === 'store_dir') ? ' (its JetStream data stays in the former store_dir: move it first)' : '';
       ctx.warn(
+        CliWarningCode.restartRequired,
         `${config}: ${what}. A nats-server running from it must be restarted to take this${data}: a reload (nats-server --signal reload, kill -HUP) is refused — "Failed to reload server configuration" in its log — and applies nothing, revocations included`,
       );
     }
     if (unread.length > 0) {
       const written = { listen: settings.listen, store_dir: settings.storeDir, http: settings.http ?? 'none' };
       ctx.warn(
+        CliWarningCode.serverConfigUnread,
         `${existing} named no ${unread.join(', ')} nats-config could read: the default is written (${unread.map((setting) => `${setting} ${written[setting]}`).join(', ')}); a nats-server running from it with another must be restarted, not reloaded`,
       );
     }
@@ -377,6 +380,7 @@ function revocationProse(outcome: Revocation, afterwards: string, local: { pid: 
 function warnUnchangedServerConfig(ctx: CliContext, outcome: Revocation): void {
   if (outcome.serverConfigNotUpdated !== null) {
     ctx.warn(
+      CliWarningCode.serverConfigNotUpdated,
       `${outcome.serverConfigNotUpdated} holds no trust block baton nats-config wrote and was not changed: unless it includes ${outcome.authConf}, copy the block from that file into it`,
     );
   }
@@ -552,6 +556,7 @@ Options:
     const local = rotated !== null ? localServer(deployment.dir) : null;
     if (stillValid.length > 0) {
       ctx.warn(
+        CliWarningCode.earlierCredsValid,
         `the earlier credentials of ${describePrincipal(principal)} stay valid until revoked (user ${stillValid.join(', ')}): revoke them with baton creds revoke --user <key>, or issue with --rotate next time`,
       );
     }

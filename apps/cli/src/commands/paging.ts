@@ -1,6 +1,6 @@
 import { InvalidCursorError, type ItemFilters, type ProjectionStore } from '@baton/projections';
 import { int, str, type ParsedArgs } from '../command';
-import { ExitCode, UsageError } from '../errors';
+import { CliWarningCode, ExitCode, UsageError } from '../errors';
 import { projectArg } from '../timeline';
 import type { CliContext } from '../context';
 import { printJson, renderTable, type CliIo, type Column } from '../output';
@@ -75,12 +75,13 @@ export async function readPage<T>(read: () => Promise<Page<T>>): Promise<Page<T>
  * Warn (stderr) why a listing is empty when its projection has no live generation under this
  * keyspace (never built, or `BATON_PREFIX` / `BATON_PROJECTION_PREFIX` names another one): without
  * it a wrong prefix reads as an empty inbox. stdout stays the (empty) listing, the exit code 0.
- * With `--json` nothing is written (stderr holds JSON only; see {@link CliContext.warn}).
+ * With `--json` it is the warning `projection_not_built` of stderr's JSON line (see {@link CliContext.warn}).
  */
 export async function warnIfUnbuilt<T>(ctx: CliContext, store: ProjectionStore, projection: string, page: Page<T>): Promise<void> {
   if (page.items.length > 0 || page.nextCursor !== null) return;
   if ((await store.status({ name: projection, version: 0 })).activeGeneration !== null) return;
   ctx.warn(
+    CliWarningCode.projectionNotBuilt,
     `no ${projection} projection under "${store.prefix}": never built, or BATON_PREFIX / BATON_PROJECTION_PREFIX names another keyspace ` +
       `(\`baton streams\` shows the prefix's streams; \`baton replay --projection ${projection}\` builds it)`,
   );

@@ -10,7 +10,7 @@ import {
 import { AgentSubjects } from '@baton/sdk';
 import type { Command } from '../command';
 import { parseCommandArgs } from '../command';
-import { CliError, CliErrorCode, ExitCode, requestError } from '../errors';
+import { CliError, CliErrorCode, CliWarningCode, ExitCode, requestError } from '../errors';
 import { printJson, renderFields } from '../output';
 import { formatDiagnostic, hasErrors } from '@baton/definitions';
 import { loadDefinition } from './definition-files';
@@ -60,8 +60,9 @@ Options:
           details: { diagnostics: compiled.diagnostics },
         });
       }
-      // Warnings of a definition that compiles (with --json kept, and carried by a failure).
-      for (const d of compiled.diagnostics) ctx.warn(formatDiagnostic(d), `baton: ${formatDiagnostic(d)}\n`);
+      // Warnings of a definition that compiles (with --json kept, each with its diagnostic: see CliContext.warn).
+      for (const d of compiled.diagnostics)
+        ctx.warn(CliWarningCode.definitionWarning, formatDiagnostic(d), `baton: ${formatDiagnostic(d)}\n`, { diagnostic: d });
       source = compiled.project;
     }
     const parsed = ProjectDefinitionSchema.safeParse(source);

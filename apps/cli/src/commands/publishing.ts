@@ -1,7 +1,7 @@
 import { createBatonClient, DuplicateMessageError, InvalidInputError, type BatonAgent, type PublishReceipt } from '@baton/sdk';
 import type { ParsedArgs } from '../command';
 import type { CliContext } from '../context';
-import { CliError, ExitCode } from '../errors';
+import { CliError, CliWarningCode, ExitCode } from '../errors';
 import { printJson, renderFields } from '../output';
 
 /**
@@ -53,8 +53,8 @@ export async function publishAndReport(
       // under this id); the others warn.
       if (settle === undefined) {
         const text = `the stream already held ${error.msgId} (seq ${error.seq}): nothing new was stored. If this command did not send it before, another publisher used the same id.`;
-        // With --json the receipt's `duplicate: true` says it.
-        ctx.warn(text, `baton: ${text}\n`);
+        // With --json the receipt's `duplicate: true` says it too.
+        ctx.warn(CliWarningCode.duplicateMessage, text, `baton: ${text}\n`);
       }
       return { seq: error.seq, duplicate: true, stream: error.stream } satisfies PublishReceipt;
     });
@@ -64,7 +64,10 @@ export async function publishAndReport(
     if (json) printJson(ctx.io, { ...fields, ...receipt, ...settled.fields });
     else ctx.io.stdout.write(renderFields({ ...fields, stream: receipt.stream, seq: receipt.seq, duplicate: receipt.duplicate, ...settled.fields }));
     if (settled.error !== undefined) {
-      if (json) ctx.io.stderr.write(`${JSON.stringify({ error: { ...settled.error, issues: [] } })}\n`);
+      // With --json the refusal is the command's one failure line: it carries the warnings kept, as `execute`'s do.
+      const warnings = json ? ctx.takeWarnings() : [];
+      if (json)
+        ctx.io.stderr.write(`${JSON.stringify({ error: { ...settled.error, issues: [], ...(warnings.length > 0 ? { details: { warnings } } : {}) } })}\n`);
       else ctx.io.stderr.write(`baton: ${settled.error.message}\n`);
     } else if (settled.note !== undefined && !json) ctx.io.stderr.write(`baton: ${settled.note}\n`);
     return settled.code;

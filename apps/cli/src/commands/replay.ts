@@ -126,7 +126,8 @@ old generation is deleted after the swap. Every projection is rebuilt from one r
 folded in memory in chunks and written with bulk commands (memory stays bounded on any stream).
 Progress goes to stderr: on a terminal one line with events done / total, the rate and the time
 left; otherwise a plain line every 10 % or 10 s; then a summary (none with --json: stderr then
-holds only a failure's JSON line, its notes in details.warnings). Ctrl-C stops the rebuild between
+holds JSON lines only, a failure's line with its warnings in details.warnings, or on success the
+warnings' one line {"warnings":[…]}). Ctrl-C stops the rebuild between
 two events, swaps nothing in and deletes its shadows: the live projections are untouched (exit 130);
 the notifier's API shows a running rebuild (GET /v1/projections).
 
@@ -248,7 +249,7 @@ Options:
       const replaceAhead = replaced.length > 0;
       if (replaceAhead) {
         const text = `${replaced.join(', ')} were built from another events stream (it was recreated); replacing them`;
-        ctx.warn(text, `baton: ${text}\n`);
+        ctx.warn('stream_recreated', text, `baton: ${text}\n`);
       }
       const began = Date.now();
       // Projections swap in at the end of different catch-up rounds: each is reported with the
@@ -303,7 +304,7 @@ Options:
                 '\n',
             );
           }
-          if (cleanup.error) ctx.warn(`deleting generation ${cleanup.generation} of ${projection.name} failed: ${cleanup.error.message}`);
+          if (cleanup.error) ctx.warn('cleanup_failed', `deleting generation ${cleanup.generation} of ${projection.name} failed: ${cleanup.error.message}`);
         }
       };
       let results: Record<string, RebuildResult>;

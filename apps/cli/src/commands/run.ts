@@ -2,7 +2,7 @@ import { runViewOf, type ProjectRef, type RunView, type TimelineEntry } from '@b
 import type { Command } from '../command';
 import type { CliContext } from '../context';
 import { int, parseCommandArgs, str } from '../command';
-import { CliError, CliErrorCode, ExitCode } from '../errors';
+import { CliError, CliErrorCode, CliWarningCode, ExitCode } from '../errors';
 import { printJson, renderFields } from '../output';
 import { foldedAtNote, historyAt, projectOf, projectionViewsOrWarn, readHistory } from '../timeline';
 import { timelineTable } from './handoff';
@@ -32,8 +32,8 @@ export const runCommand: Command = {
 
 Show a workflow run as the projections hold it, and its timeline read straight from the events
 stream, so it works even when the projections are gone (the view is then folded from the events,
-with a warning on stderr; with --json no warning is written: view_source and timeline_source say
-it, and a failure carries it in details.warnings).
+with a warning on stderr; with --json view_source and timeline_source say it, and stderr the line
+{"warnings":[{"code":"projections_unavailable",…}]}, or a failure's details.warnings).
 A workflow_run_id is unique only within its project: when several projects hold <id>, --project
 is required (the usage error names them).
 
@@ -79,7 +79,7 @@ Options:
     const projectedHandoffs = projected && views ? await views.runHandoffs(project, id).catch(() => []) : [];
     const history = await readHistory(ctx, 'run', id, project).catch((error: unknown) => {
       if (projected === null) throw error;
-      ctx.warn(`cannot read the events stream (${(error as Error).message}); showing the projected timeline`);
+      ctx.warn(CliWarningCode.eventsUnavailable, `cannot read the events stream (${(error as Error).message}); showing the projected timeline`);
       return undefined;
     });
     // Without the projection (Redis unreachable, the run not projected), the handoffs its routes created.

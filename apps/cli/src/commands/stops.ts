@@ -12,8 +12,8 @@ export const stopsCommand: Command = {
 
 Read stop packets from the Redis projections (the same read side as GET /v1/stops), newest first.
 Repeat a filter to match any of its values. When the stops projection was never built under this
-keyspace (BATON_PREFIX / BATON_PROJECTION_PREFIX), a warning on stderr says so (not with --json:
-stderr then holds JSON only). The table prints packet and run ids whole: baton answer <packet>
+keyspace (BATON_PREFIX / BATON_PROJECTION_PREFIX), a warning on stderr says so (with --json as
+JSON: the line {"warnings":[{"code":"projection_not_built",…}]}). The table prints packet and run ids whole: baton answer <packet>
 --project <project> answers one.
 
 Options:
