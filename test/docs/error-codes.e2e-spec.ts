@@ -172,6 +172,8 @@ const deadLetterCodes = everyFile
 const exitCodes = constObject('apps/cli/src/errors.ts', 'ExitCode');
 /** The CLI's own failure codes (CliErrorCode), and the event store's permission_denied it passes on. */
 const cliCodes = [...constObject('apps/cli/src/errors.ts', 'CliErrorCode'), 'permission_denied'];
+/** The codes of the CLI's warnings (CliWarningCode): with --json, stderr's `{"warnings":[…]}` line and a failure's details.warnings. */
+const cliWarningCodes = constObject('apps/cli/src/errors.ts', 'CliWarningCode');
 
 const definitionCodes = constObject('apps/router/src/definitions/definition.decider.ts', 'DefinitionErrorCode');
 const routerRunCodes = constObject('apps/router/src/runs/router-run.decider.ts', 'RouterRunErrorCode');
@@ -216,6 +218,8 @@ const sections: Section[] = [
   { title: 'Redrive skip reasons', must: values(RedriveSkip) },
   { title: 'CLI exit codes', must: exitCodes },
   { title: 'CLI failure codes', must: cliCodes },
+  { title: 'CLI warning codes', must: cliWarningCodes },
+  { title: 'Agent edge answers', must: [...EdgeRefusalReasons] },
 ];
 
 // --- what the page lists --------------------------------------------------------------------------
@@ -250,6 +254,7 @@ describe(`${PAGE} lists every code a client can receive`, () => {
     expect(sdkCodes).toEqual(expect.arrayContaining(['sdk_error', 'not_claimed', 'offer_terminated', 'mesh_invalid']));
     expect(deadLetterCodes).toEqual(expect.arrayContaining(['ledger_refused', 'policy_refused', 'no_handler']));
     expect(exitCodes).toEqual(expect.arrayContaining(['0', '1', '2', '130']));
+    expect(cliWarningCodes).toEqual(expect.arrayContaining(['creds_allow_responses', 'projections_unavailable', 'restart_required']));
   });
 
   it('every table row sits under a section this test knows', () => {

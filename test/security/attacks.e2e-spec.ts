@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import {
+  claimWithdrawnSubject,
   createEventRegistry,
   edgeRefusalOf,
   inboxPrefixOf,
@@ -493,12 +494,76 @@ describe('security: an agent of project A attacks a platform running the generat
     const probe = headers();
     probe.set('Nats-Expected-Last-Msg-Id', 'probe');
     probe.set('Nats-Expected-Last-Sequence', '0');
-    const body = encoder.encode(JSON.stringify({ note: `probe-${randomBytes(3).toString('hex')}` }));
+    const result = {
+      result_id: `probe-${randomBytes(3).toString('hex')}`,
+      run_id: 'ar-probe',
+      project: A,
+      workflow_run_id: 'wr-probe',
+      agent: 'support',
+      produced_at: new Date().toISOString(),
+    };
+    const body = encoder.encode(JSON.stringify(result));
     const ack = await agent.js.publish(`${prefix}.edge.${A}.result.support`, body, { headers: probe });
     expect(ack.duplicate).toBe(false);
     const stored = await admin.jsm.streams.getMessage(streams.inbox, { seq: ack.seq });
     expect(stored.subject).toBe(`${prefix}.in.${A}.result.support`);
     expect(stored.header?.get('Nats-Expected-Last-Msg-Id') ?? '').toBe('');
+    tally.tried += 1;
+    tally.refusedByService += 1;
+  });
+
+  it("never answers on a sibling's notice subject: a shared subject's reply may name an inbox of any agent of the project, never its …withdrawn subject; and a body the router would refuse is refused at the edge, answered with the fields", async () => {
+    const sibling = claimWithdrawnSubject(prefix, A, 'sibling');
+    const heard: string[] = [];
+    const trap = admin.connection.subscribe(sibling, { callback: (_error, msg) => heard.push(new TextDecoder().decode(msg.data)) });
+    await admin.connection.flush();
+    const runId = `wr-notice-${randomBytes(3).toString('hex')}`;
+    const start = encoder.encode(JSON.stringify({ workflow_run_id: runId, project: A, workflow: 'support', started_by: 'dana' }));
+    // A good start (JetStream's ack would land there) and a refused one (the edge's answer would).
+    const withId = (id: string) => {
+      const h = headers();
+      h.set('Nats-Msg-Id', id);
+      return h;
+    };
+    agent.connection.publish(`${prefix}.edge.${A}.start`, start, { reply: sibling, headers: withId(MsgIds.start(A, runId)) });
+    agent.connection.publish(`${prefix}.edge.${A}.start`, start, { reply: sibling, headers: withId(MsgIds.start(B, runId)) });
+    await agent.connection.flush();
+    const letters = await waitFor(
+      async () => {
+        const info = await admin.jsm.streams.info(streams.dlq, { subjects_filter: `${prefix}.dlq.ledger-edge` });
+        const found: string[] = [];
+        for (let seq = info.state.last_seq; seq >= info.state.first_seq && info.state.messages > 0; seq--) {
+          const msg = await admin.jsm.streams.getMessage(streams.dlq, { seq }).catch(() => null);
+          if (msg !== null && Buffer.from(msg.data).equals(Buffer.from(start))) found.push(msg.header.get(DlqHeader.reason));
+        }
+        return found.length >= 2 ? found : undefined;
+      },
+      'both starts dead-lettered at the edge',
+      { timeoutMs: 30_000 },
+    );
+    expect(letters).toEqual(['reply_not_allowed', 'reply_not_allowed']);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    trap.unsubscribe();
+    expect(heard).toEqual([]);
+    expect(await runEvents(new JetStreamEventStore({ js: admin.js, jsm: admin.jsm, prefix, registry: createEventRegistry() }), runId)).toEqual([]);
+    tally.tried += 2;
+    tally.refusedByService += 2;
+
+    // A result with a field its schema does not have: answered at once with the field, nothing stored.
+    const result = {
+      result_id: 'r-extra',
+      run_id: 'ar-1',
+      project: A,
+      workflow_run_id: runId,
+      agent: 'support',
+      produced_at: new Date().toISOString(),
+      colour: 'blue',
+    };
+    const refused = await agent.js.publish(`${prefix}.edge.${A}.result.support`, encoder.encode(JSON.stringify(result)), { timeout: 20_000 }).then(
+      () => null,
+      (error: unknown) => edgeRefusalOf(error),
+    );
+    expect(refused).toMatchObject({ reason: 'schema_violation', issues: [expect.objectContaining({ message: expect.stringContaining('colour') })] });
     tally.tried += 1;
     tally.refusedByService += 1;
   });

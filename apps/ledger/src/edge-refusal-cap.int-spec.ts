@@ -70,11 +70,12 @@ describe('agent edge: refused letters per sender are capped, and the rest summed
     return subject;
   }
 
-  /** Publish a result the relay passes on (its own project's id). */
+  /** Publish a result the relay passes on (a result of its own agent, under its own id). */
   function publishGood(project: string, agent: string, id: string): void {
     const hdrs = natsHeaders();
     hdrs.set('Nats-Msg-Id', MsgIds.result(project, 'run-1', id));
-    nats.connection.publish(`${prefix}.edge.${project}.result.${agent}`, encoder.encode(JSON.stringify({ id })), { headers: hdrs });
+    const result = { result_id: id, run_id: 'ar-1', project, workflow_run_id: 'run-1', agent, produced_at: new Date().toISOString() };
+    nats.connection.publish(`${prefix}.edge.${project}.result.${agent}`, encoder.encode(JSON.stringify(result)), { headers: hdrs });
   }
 
   /** Wait until the relay has passed on `count` messages in all: everything published before them was handled (one subscription, in order). */
@@ -222,7 +223,7 @@ describe('agent edge: refused letters per sender are capped, and the rest summed
     expect((await counted('edgeMessages', { outcome: 'refused' })) - metricBefore.refused).toBe(BUDGET);
     expect(await counted('edgeMessages', { route: 'none', outcome: 'refused' })).toBeGreaterThan(0);
 
-    const ids = (stored: StoredMessage[]) => stored.map((m) => (m.json() as { id: string }).id);
+    const ids = (stored: StoredMessage[]) => stored.map((m) => (m.json() as { result_id: string }).result_id);
     // Relayed is published, not yet stored: the stream holds them once the server has caught up.
     const storedOn = (subject: string, count: number) =>
       waitFor(`${count} messages stored on ${subject}`, async () => {
@@ -254,6 +255,36 @@ describe('agent edge: refused letters per sender are capped, and the rest summed
     expect(summary.header(DlqHeader.source)).toBe(LEDGER_DLQ_SOURCE);
     expect(summary.header(DlqHeader.detail)).toContain(`${N - BUDGET} refused ledger commands of ${sender}`);
   });
+  it.each([
+    [
+      'a heartbeat over the 256 KiB cap',
+      'heartbeat',
+      'payload_too_large',
+      { handoff_id: 'h-1', claim_id: 'c-1', idempotency_key: 'k', pad: 'x'.repeat(300_000) },
+    ],
+    [
+      'a release whose 20 kB reason is refused by the schema',
+      'release',
+      'schema_violation',
+      { handoff_id: 'h-1', reason: 'y'.repeat(20_000), idempotency_key: 'k' },
+    ],
+  ])('a refused ledger command keeps its first 4 KiB in its letter, as the edge does: %s', async (_what, command, code, body) => {
+    const subject = ledgerCommandSubject(prefix, 'acme', Principals.agent('acme', `big-${command}`), command as 'heartbeat' | 'release');
+    const bytes = encoder.encode(JSON.stringify(body));
+    const reply = await nats.connection.request(subject, bytes, { timeout: 5_000 });
+    // The sender is answered as before: the cut is the letter's alone.
+    expect(reply.json()).toMatchObject({ ok: false, error: { code, kind: 'rejected' } });
+    const letter = await waitFor(
+      'the letter',
+      async () => (await deadLetters(nats, prefix, LEDGER_DLQ_SOURCE)).find((l) => l.header(DlqHeader.subject) === subject) ?? null,
+    );
+    expect(letter.header(DlqHeader.reason)).toBe(code);
+    expect(letter.data.length).toBe(4096);
+    expect(Buffer.from(letter.data).equals(Buffer.from(bytes.subarray(0, 4096)))).toBe(true);
+    expect(letter.header(DlqHeader.detail)).toContain(`(first 4096 of ${bytes.length} bytes kept)`);
+    expect(letter.header(DlqHeader.truncated)).toBe(String(bytes.length));
+  });
+
   it('an inbox message over the 256 KiB cap is refused at the edge, its letter cut to its first 4 KiB, and never reaches the inbox', async () => {
     const subject = `${prefix}.edge.globex.result.big`;
     const hdrs = natsHeaders();
@@ -267,7 +298,7 @@ describe('agent edge: refused letters per sender are capped, and the rest summed
     expect(letter.data.length).toBe(4096);
     expect(letter.header(DlqHeader.detail)).toContain(`first 4096 of ${body.length} bytes kept`);
     const stored = await messagesOn(nats, inbox, `${prefix}.in.globex.result.big`);
-    expect(stored.map((m) => (m.json() as { id?: string }).id)).toEqual(['after-big']);
+    expect(stored.map((m) => (m.json() as { result_id?: string }).result_id)).toEqual(['after-big']);
   });
 
   it('the edge answers what it refuses at once, typed, in the form JetStream answers the same request in — every refusal, past the letter budget too — and never on a subject of JetStream, the server or Baton', async () => {
@@ -330,5 +361,41 @@ describe('agent edge: refused letters per sender are capped, and the rest summed
       return found.some((l) => l.header(DlqHeader.reason) === DeadLetterReason.refusalsSuppressed) ? found : null;
     });
     expect(letters).toHaveLength(BUDGET + 1);
+  });
+
+  it('an inbox message its consumer would refuse is refused at the edge and answered with the consumer`s code and fields, never stored; a result under another message`s id likewise; a good one under a client`s own id is relayed', async () => {
+    const subject = `${prefix}.edge.hooli.result.gavin`;
+    const result = { result_id: 'r1', run_id: 'ar-1', project: 'hooli', workflow_run_id: 'wr-1', agent: 'gavin', produced_at: new Date().toISOString() };
+    const ask = async (body: unknown, msgId?: string) => {
+      const hdrs = natsHeaders();
+      if (msgId !== undefined) hdrs.set('Nats-Msg-Id', msgId);
+      const reply = await nats.connection.request(subject, encoder.encode(typeof body === 'string' ? body : JSON.stringify(body)), {
+        timeout: 20_000,
+        headers: hdrs,
+      });
+      return JSON.parse(new TextDecoder().decode(reply.data)) as Record<string, unknown>;
+    };
+    const extra = EdgeRefusalReplySchema.parse(await ask({ ...result, colour: 'blue' }, MsgIds.result('hooli', 'wr-1', 'r1'))).error;
+    expect(extra).toMatchObject({
+      code: 400,
+      reason: 'schema_violation',
+      issues: [expect.objectContaining({ path: '(root)', message: expect.stringContaining('colour') })],
+    });
+    expect(EdgeRefusalReplySchema.parse(await ask('{"result_id":')).error.reason).toBe('malformed_json');
+    expect(EdgeRefusalReplySchema.parse(await ask({ ...result, agent: 'richard' })).error.reason).toBe('identity_mismatch');
+    expect(EdgeRefusalReplySchema.parse(await ask(result, MsgIds.result('hooli', 'wr-someone-else', 'r1'))).error).toMatchObject({
+      reason: 'msg_id_mismatch',
+      detail: expect.stringContaining(MsgIds.result('hooli', 'wr-1', 'r1')),
+    });
+    // Relayed: JetStream answers with its ack (under the client's own id form, then Baton's).
+    expect(await ask(result, 'client-own-id-1')).toMatchObject({ stream: inbox, seq: expect.any(Number) });
+    expect(await ask({ ...result, result_id: 'r2' }, MsgIds.result('hooli', 'wr-1', 'r2'))).toMatchObject({ stream: inbox, seq: expect.any(Number) });
+    const stored = await messagesOn(nats, inbox, `${prefix}.in.hooli.result.gavin`);
+    expect(stored.map((m) => (m.json() as { result_id?: string }).result_id)).toEqual(['r1', 'r2']);
+    const letters = await waitFor('the four body refusals recorded', async () => {
+      const found = await lettersOf('hooli/gavin');
+      return found.length >= 4 ? found : null;
+    });
+    expect(letters.map((l) => l.header(DlqHeader.reason))).toEqual(['schema_violation', 'malformed_json', 'identity_mismatch', 'msg_id_mismatch']);
   });
 });

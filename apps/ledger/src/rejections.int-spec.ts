@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Ajv2020 from 'ajv/dist/2020';
@@ -41,10 +42,14 @@ describe('ledger rejections (real NATS): bad input gets a typed rejection reply,
   /** A command subject of agent alice (the subject names the caller). */
   const subject = (command: string, project = P) => ledgerCommandSubject(prefix, project, Principals.agent(project, 'alice'), command);
 
-  /** The dead letter recorded for `bytes` (waits for it), with its reason. */
+  /** The dead letter recorded for `bytes` (waits for it), with its reason: their copy, or a letter cut to their first bytes that names their digest. */
   async function deadLetterOf(bytes: Uint8Array) {
+    const sha256 = createHash('sha256').update(bytes).digest('hex');
     return waitFor(
-      async () => (await deadLetters(nats, prefix, 'ledger')).find((m) => Buffer.from(m.data).equals(Buffer.from(bytes))),
+      async () =>
+        (await deadLetters(nats, prefix, 'ledger')).find(
+          (m) => Buffer.from(m.data).equals(Buffer.from(bytes)) || (m.header(DlqHeader.truncated) !== undefined && m.header(DlqHeader.sha256) === sha256),
+        ),
       'the dead letter of these bytes',
       { timeoutMs: 8000 },
     );
@@ -74,9 +79,13 @@ describe('ledger rejections (real NATS): bad input gets a typed rejection reply,
     await expectRejected('claim', `{"actor":"alice","actor_kind":"agent","handoff_id":"h1","idempotency_key":"k2","__proto__":{"x":1}}`, 'schema_violation');
   });
 
-  it('oversized body (over Limits.maxMessageBytes) → payload_too_large reply + dead letter with all its bytes', async () => {
+  it('oversized body (over Limits.maxMessageBytes) → payload_too_large reply + dead letter with its first 4 KiB', async () => {
     const big = JSON.stringify({ ...actor, handoff_id: 'h1', summary: 'x'.repeat(Limits.maxMessageBytes + 10), idempotency_key: 'big' });
     await expectRejected('create', big, 'payload_too_large');
+    const bytes = encoder.encode(big);
+    const letter = await deadLetterOf(bytes);
+    expect(Buffer.from(letter.data).equals(Buffer.from(bytes.subarray(0, 4096)))).toBe(true);
+    expect(letter.header(DlqHeader.detail)).toContain(`(first 4096 of ${bytes.length} bytes kept)`);
   });
 
   it('an unknown command, a subject that names no caller, or a body for another project is rejected and recorded', async () => {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { AgentNameSchema, IdSchema, ProjectIdSchema } from './common';
 import type { HandoffEventType } from './handoff';
-import { inboxPrefixOf } from './principal';
+import { inboxPrefixOf, projectAgentsInboxPrefix } from './principal';
 
 /*
  * A claim taken away from its agent — its handoff abandoned, failed or archived by someone else,
@@ -39,7 +39,21 @@ export const ClaimWithdrawnSchema = z.object({
 });
 export type ClaimWithdrawn = z.infer<typeof ClaimWithdrawnSchema>;
 
+/** The token under an agent's inbox prefix where it hears of claims taken away. */
+const WITHDRAWN_TOKEN = 'withdrawn';
+
 /** `<agent's inbox prefix>.withdrawn`: where the processes of `agent` of `project` hear of claims taken away. */
 export function claimWithdrawnSubject(prefix: string, project: string, agent: string): string {
-  return `${inboxPrefixOf(prefix, { kind: 'agent', project, agent })}.withdrawn`;
+  return `${inboxPrefixOf(prefix, { kind: 'agent', project, agent })}.${WITHDRAWN_TOKEN}`;
+}
+
+/**
+ * Is `subject` where an agent of `project` listens for what only Baton's services write — its
+ * claim-withdrawn notices (`<agent's inbox prefix>.withdrawn`, or under it)? Such a subject is never
+ * a reply subject: an answer aimed there would be read as a notice.
+ */
+export function isAgentNoticeSubject(prefix: string, project: string, subject: string): boolean {
+  const agents = `${projectAgentsInboxPrefix(prefix, project)}.`;
+  if (!subject.startsWith(agents)) return false;
+  return subject.slice(agents.length).split('.')[1] === WITHDRAWN_TOKEN;
 }

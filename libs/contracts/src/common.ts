@@ -133,8 +133,24 @@ export function tokenNameSchema(what: 'agent' | 'mesh' | 'step' | 'workflow') {
 export const IsoTimeSchema = z.iso.datetime({ offset: true });
 
 export const ShortTextSchema = z.string().max(Limits.maxShortText);
-/** A short text that says something: spaces alone are refused as blank (a reason, a summary). */
-export const NonBlankShortTextSchema = ShortTextSchema.trim().min(1, 'must not be blank');
+/**
+ * Somewhere a character that is not white space: a text this pattern does not match is blank. White
+ * space is what `String.prototype.trim` removes (and ECMAScript's `\s` matches): tab, line feed,
+ * vertical tab, form feed, carriage return, the Unicode space separators (U+0020, U+00A0, U+1680,
+ * U+2000–U+200A, U+202F, U+205F, U+3000), U+2028, U+2029 and U+FEFF. An invisible format character
+ * (a zero-width space U+200B, a bidi mark) is not white space, so it is not blank here (the operator
+ * API's {@link nonBlankPersonTextSchema} refuses it too). Written code point by code point, not as
+ * `\S`, so the JSON Schemas' `pattern` means the same in a regex dialect whose `\s` is another set
+ * (Python's, Java's).
+ */
+// eslint-disable-next-line no-control-regex -- tab to carriage return are white space, named by code point
+export const NOT_BLANK = /[^\u0009-\u000d\u0020\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]/;
+
+/**
+ * A short text that says something (a reason, a summary): trimmed, and refused as blank when it is
+ * white space alone ({@link NOT_BLANK}, which the JSON Schemas carry as their `pattern`).
+ */
+export const NonBlankShortTextSchema = ShortTextSchema.trim().regex(NOT_BLANK, 'must not be blank');
 
 /** A text without control characters but tab, line feed and carriage return (no C0 control, DEL or C1 control). */
 // eslint-disable-next-line no-control-regex -- finding control characters is what it is for

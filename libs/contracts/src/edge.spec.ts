@@ -5,6 +5,7 @@ import {
   edgeAckSubject,
   edgeApiPrefix,
   edgeBodyRefusal,
+  edgeInputRefusal,
   edgeRefusalAnswer,
   edgeRefusalOf,
   EdgeRefusalReplySchema,
@@ -14,6 +15,8 @@ import {
   parseEdgeSubject,
   type EdgeRoute,
 } from './edge';
+import { claimWithdrawnSubject } from './claim-withdrawn';
+import { MsgIds } from './msg-ids';
 import { offerDurableName } from './principal';
 
 const INBOX = 'BATON_INBOX';
@@ -254,5 +257,67 @@ describe('the agent edge: what it answers when it refuses', () => {
     expect(edgeRefusalOf({ api_error: { ...body?.error, reason: 'reply_not_allowed' } })).toBeNull();
     expect(edgeRefusalOf(new Error('timeout'))).toBeNull();
     expect(edgeRefusalOf(null)).toBeNull();
+  });
+});
+
+describe('the agent edge: an inbox message its consumer would refuse is refused at the edge', () => {
+  const encode = (value: unknown) => new TextEncoder().encode(typeof value === 'string' ? value : JSON.stringify(value));
+  const route = (rest: string) => {
+    const parsed = parseEdgeSubject('baton', `baton.edge.acme.${rest}`, INBOX);
+    if (!('kind' in parsed) || parsed.kind !== 'input') throw new Error(`not an input: ${rest}`);
+    return parsed;
+  };
+  const result = { result_id: 'r1', run_id: 'ar-1', project: 'acme', workflow_run_id: 'wr-1', agent: 'support', produced_at: '2026-12-01T10:00:00.000Z' };
+
+  it('relays a body its consumer reads, under its own id, a client`s own id or none', () => {
+    for (const msgId of [MsgIds.result('acme', 'wr-1', 'r1'), 'my-own-uuid-1', undefined]) {
+      expect({ msgId, refused: edgeInputRefusal(route('result.support'), encode(result), msgId) }).toEqual({ msgId, refused: null });
+    }
+    // A typed decision that breaks the contract is no refusal for a run's result (the no-action default applies).
+    expect(edgeInputRefusal(route('result.support'), encode({ ...result, decision: { nonsense: true } }), undefined)).toBeNull();
+    const start = { workflow_run_id: 'wr-2', project: 'acme', workflow: 'support', started_by: 'dana' };
+    expect(edgeInputRefusal(route('start'), encode(start), MsgIds.start('acme', 'wr-2'))).toBeNull();
+    // A start names no agent: on the agent's own start subject too.
+    expect(edgeInputRefusal(route('start.support'), encode(start), undefined)).toBeNull();
+  });
+
+  it('refuses what the consumer would, with its code and the fields: bytes, JSON, schema, another project or agent', () => {
+    const cases: Array<[string, unknown, string]> = [
+      ['result.support', { ...result, colour: 'blue' }, 'schema_violation'],
+      ['result.support', '{"result_id": ', 'malformed_json'],
+      ['result.support', { ...result, project: 'globex' }, 'project_mismatch'],
+      ['result.support', { ...result, agent: 'billing' }, 'identity_mismatch'],
+      ['mesh_result.support', { ...result, agent: 'billing' }, 'identity_mismatch'],
+      ['start', { workflow_run_id: 'wr-2', project: 'acme', workflow: 'support' }, 'schema_violation'],
+      ['message', { text: 'hi' }, 'schema_violation'],
+    ];
+    for (const [rest, body, reason] of cases) {
+      expect({ rest, body, refused: edgeInputRefusal(route(rest), encode(body), undefined)?.reason }).toEqual({ rest, body, refused: reason });
+    }
+    expect(edgeInputRefusal(route('result.support'), new Uint8Array([0x7b, 0xff, 0xfe, 0x7d]), undefined)?.reason).toBe('invalid_utf8');
+    const extra = edgeInputRefusal(route('result.support'), encode({ ...result, colour: 'blue' }), undefined);
+    expect(extra?.issues.length).toBeGreaterThan(0);
+    expect(extra?.detail).toContain('colour');
+  });
+
+  it('refuses an id in Baton`s form for this project and kind that is not this message`s (another run`s, another result`s): it would take that message`s id first', () => {
+    for (const msgId of [MsgIds.result('acme', 'wr-other', 'r1'), MsgIds.result('acme', 'wr-1', 'r2')]) {
+      expect({ msgId, refused: edgeInputRefusal(route('result.support'), encode(result), msgId) }).toEqual({
+        msgId,
+        refused: { reason: 'msg_id_mismatch', detail: expect.stringContaining(MsgIds.result('acme', 'wr-1', 'r1')), issues: [] },
+      });
+    }
+  });
+
+  it('never takes an agent`s notice subject for a reply: not its own, nor, on a shared subject, a sibling`s', () => {
+    const own = { project: 'acme', agent: 'support' };
+    const shared = { project: 'acme', agent: null };
+    expect(mayRelayReply('baton', own, claimWithdrawnSubject('baton', 'acme', 'support'))).toBe(false);
+    expect(mayRelayReply('baton', shared, claimWithdrawnSubject('baton', 'acme', 'billing'))).toBe(false);
+    expect(mayRelayReply('baton', shared, `${claimWithdrawnSubject('baton', 'acme', 'billing')}.x`)).toBe(false);
+    // An inbox token that merely contains the word is a reply subject like any other.
+    expect(mayRelayReply('baton', shared, '_INBOX_baton.agent.acme.billing.withdrawnish.1')).toBe(true);
+    expect(mayAnswerRefusal('baton', shared, claimWithdrawnSubject('baton', 'acme', 'billing'), true)).toBe(false);
+    expect(mayAnswerRefusal('baton', shared, claimWithdrawnSubject('baton', 'acme', 'billing'), false)).toBe(false);
   });
 });

@@ -1,5 +1,8 @@
 import { z } from 'zod';
+import { isAgentNoticeSubject } from './claim-withdrawn';
+import { AGENT_NAMING_KINDS, bodyIdentityRefusal, decodeInbound, InboxBodySchemas, msgIdOfBody } from './inbound';
 import { inboxPrefixOf, offerDurableName, Principals, projectAgentsInboxPrefix } from './principal';
+import { RejectionCode } from './rejection';
 import { isPlainSubject, isUnder } from './subject-tokens';
 import { parseSubject, SubjectTable } from './subjects';
 
@@ -136,7 +139,7 @@ export const EDGE_PULL_LIMITS = { maxBatch: 1_000, maxExpiresNs: 300e9, minHeart
  * 500 ms, ns) and `no_wait` — a 1 ns heartbeat had the server send thousands of messages a second
  * for one request; `CONSUMER.INFO` has no body; an acknowledgement is `+ACK` (or empty), `-NAK`
  * with an optional `{"delay": ns}`, `+WPI` or `+TERM` with an optional reason — never `+NXT`, a
- * pull in disguise. Inputs (results, starts, messages) are checked by their consumers. Returns
+ * pull in disguise. Inputs (results, starts, messages) are read by {@link edgeInputRefusal}. Returns
  * why not, or null.
  */
 export function edgeBodyRefusal(route: EdgeRoute, body: Uint8Array): string | null {
@@ -189,10 +192,14 @@ function isIntIn(value: unknown, min: number, max: number): boolean {
 /**
  * May an edge message from this sender have `reply` as its reply subject? Only the sender's own
  * inbox: the agent's for a subject that names it; for a project's shared subject (a start or a
- * message any of its agents may publish), the inbox of an agent of that project.
+ * message any of its agents may publish), the inbox of an agent of that project — NATS does not
+ * tell the edge which one sent it. Never an agent's notice subject (`isAgentNoticeSubject`).
  */
 export function mayRelayReply(prefix: string, sender: Pick<EdgeRoute, 'project' | 'agent'>, reply: string): boolean {
   if (!isPlainSubject(reply)) return false;
+  // Where an agent listens for the services' notices is no reply subject: on a shared subject the
+  // sender may name a sibling's inbox, and an answer there would be read as a notice.
+  if (isAgentNoticeSubject(prefix, sender.project, reply)) return false;
   if (sender.agent !== null) return isUnder(reply, inboxPrefixOf(prefix, Principals.agent(sender.project, sender.agent)));
   // A shared subject: under some agent's inbox of the project (an agent token, then the rest).
   const project = projectAgentsInboxPrefix(prefix, sender.project);
@@ -207,12 +214,30 @@ export function mayRelayReply(prefix: string, sender: Pick<EdgeRoute, 'project' 
  * Why the edge refused a message, as its answer names it (the reason of the dead letter that
  * records it): a subject that stands for nothing an agent may reach (`no_handler`), an inbox
  * message over the cap (`payload_too_large`), a body or header the edge does not carry
- * (`schema_violation`), a message id naming another project or kind, or a redrive's
- * (`msg_id_mismatch`). A reply subject that is not the sender's own (`reply_not_allowed`) is
- * never answered: the answer would go where the sender may not publish.
+ * (`schema_violation`, and for an inbox message's body the other codes its consumer would refuse
+ * it with: `invalid_utf8`, `malformed_json`, `project_mismatch`, `identity_mismatch`), a message id
+ * naming another project, kind or message, or a redrive's (`msg_id_mismatch`). A reply subject that
+ * is not the sender's own (`reply_not_allowed`) is never answered: the answer would go where the
+ * sender may not publish.
  */
-export const EdgeRefusalReasons = ['no_handler', 'payload_too_large', 'schema_violation', 'msg_id_mismatch'] as const;
+export const EdgeRefusalReasons = [
+  'no_handler',
+  'payload_too_large',
+  'schema_violation',
+  'msg_id_mismatch',
+  'invalid_utf8',
+  'malformed_json',
+  'project_mismatch',
+  'identity_mismatch',
+] as const;
 export type EdgeRefusalReason = (typeof EdgeRefusalReasons)[number];
+
+/** One field an inbox message's body was refused for (as the SDK's `InvalidInputError` names them): its path, why, and the check's own code when it has one. */
+const EdgeRefusalIssueSchema = z.object({
+  path: z.string().describe('the dotted path of the field, `(root)` for the body itself'),
+  message: z.string(),
+  code: z.string().optional().describe("the check's own stable code (e.g. `no_notice_recipient`), when it has one"),
+});
 
 /** The header of a status answer (to a pull or an acknowledgement) that names the refusal's reason. */
 export const EDGE_REFUSAL_HEADER = 'Baton-Refusal';
@@ -243,6 +268,11 @@ export const EdgeRefusalReplySchema = z.object({
     description: z.string().describe('`<reason>: <detail>`, for people; branch on `reason`'),
     reason: z.enum(EdgeRefusalReasons).describe('why the edge refused the message (the dead letter that records it has the same reason)'),
     detail: z.string().max(EDGE_REFUSAL_DETAIL_CHARS).describe('why, in words'),
+    issues: z
+      .array(EdgeRefusalIssueSchema)
+      .max(20)
+      .optional()
+      .describe("an inbox message's body refused for its fields: each field, as its consumer would have named it"),
   }),
 });
 export type EdgeRefusalReply = z.infer<typeof EdgeRefusalReplySchema>;
@@ -260,8 +290,8 @@ function oneLine(text: string): string {
   return line.length <= EDGE_REFUSAL_DETAIL_CHARS ? line : `${line.slice(0, EDGE_REFUSAL_DETAIL_CHARS - 1)}…`;
 }
 
-/** The answer to an edge message on `subject` refused for `reason` (see {@link EdgeRefusalAnswer}). */
-export function edgeRefusalAnswer(subject: string, reason: EdgeRefusalReason, detail: string): EdgeRefusalAnswer {
+/** The answer to an edge message on `subject` refused for `reason` (see {@link EdgeRefusalAnswer}); `issues`: the fields of a body refused. */
+export function edgeRefusalAnswer(subject: string, reason: EdgeRefusalReason, detail: string, issues?: readonly EdgeRefusalIssue[]): EdgeRefusalAnswer {
   const said = oneLine(detail);
   if (answersWithStatus(subject)) {
     return {
@@ -271,19 +301,68 @@ export function edgeRefusalAnswer(subject: string, reason: EdgeRefusalReason, de
       headers: { [EDGE_REFUSAL_HEADER]: reason, [EDGE_REFUSAL_DETAIL_HEADER]: said },
     };
   }
-  return { form: 'json', body: { error: { code: EDGE_REFUSAL_STATUS, description: `${reason}: ${said}`, reason, detail: said } } };
+  const listed =
+    issues !== undefined && issues.length > 0 ? { issues: issues.slice(0, 20).map((issue) => ({ ...issue, message: oneLine(issue.message) })) } : {};
+  return { form: 'json', body: { error: { code: EDGE_REFUSAL_STATUS, description: `${reason}: ${said}`, reason, detail: said, ...listed } } };
+}
+
+export type EdgeRefusalIssue = z.infer<typeof EdgeRefusalIssueSchema>;
+
+/** Why the edge refuses an inbox message's body, as its consumer would, or null (see {@link edgeInputRefusal}). */
+export interface EdgeInputRefusal {
+  reason: EdgeRefusalReason;
+  detail: string;
+  issues: EdgeRefusalIssue[];
+}
+
+/**
+ * Would the consumer of this inbox message refuse its body? The edge reads it as its consumer does
+ * (`InboxBodySchemas`, `decodeInbound`: UTF-8, JSON, the kind's schema) and checks it against the
+ * identity its subject carries (`bodyIdentityRefusal`: the project; on a result or mesh turn, the
+ * agent), so an agent is told at once what would otherwise only be a dead letter of the consumer
+ * after the stream acknowledged it. A `Nats-Msg-Id` in Baton's form for this project and kind must
+ * be the id of this very message (`msgIdOfBody`: the run and result, message or mesh run its body
+ * names): an id naming another message of the project would take that message's id first. An id in
+ * another form (a client's own) or none is left to the stream. What needs state — a run or
+ * workflow that does not exist, a claim — is the consumer's to decide.
+ */
+export function edgeInputRefusal(route: Extract<EdgeRoute, { kind: 'input' }>, body: Uint8Array, msgId: string | undefined): EdgeInputRefusal | null {
+  const kind = route.target.split('.')[3] as (typeof EdgeInputKinds)[number];
+  const decoded = decodeInbound(body, InboxBodySchemas[kind]);
+  if (!decoded.ok) {
+    const { rejection } = decoded;
+    return { reason: edgeReasonOf(rejection.code), detail: rejection.message, issues: rejection.issues };
+  }
+  const value = decoded.value as { project: string; agent?: string } & Record<string, unknown>;
+  const refused = bodyIdentityRefusal({ project: route.project, agent: AGENT_NAMING_KINDS.has(kind) ? route.agent : null }, value);
+  if (refused !== null)
+    return { reason: refused.code === RejectionCode.projectMismatch ? 'project_mismatch' : 'identity_mismatch', detail: refused.message, issues: [] };
+  const own = msgIdOfBody(kind, value);
+  if (msgId !== undefined && own !== null && msgId !== own && msgId.startsWith(`${kind}:${route.project}:`)) {
+    return {
+      reason: 'msg_id_mismatch',
+      detail: `the Nats-Msg-Id ${JSON.stringify(msgId.slice(0, 200))} is not this message's: its body makes it ${JSON.stringify(own.slice(0, 200))}`,
+      issues: [],
+    };
+  }
+  return null;
+}
+
+/** The edge's reason for a rejection code its body check can give (the rest cannot occur there: `schema_violation`). */
+function edgeReasonOf(code: RejectionCode): EdgeRefusalReason {
+  return (EdgeRefusalReasons as readonly string[]).includes(code) ? (code as EdgeRefusalReason) : 'schema_violation';
 }
 
 /**
  * May the edge answer a refused message on `reply`? With authentication, only on the sender's own
  * inbox ({@link mayRelayReply}: whom the subject names, which the server's permissions back).
  * Without it anyone may publish anything, but the edge still answers nothing but a plain subject
- * outside JetStream's and the server's own (`$…`) and Baton's (`<prefix>.…`): an answer is never
- * a call or an event.
+ * outside JetStream's and the server's own (`$…`), Baton's (`<prefix>.…`) and the project's agents'
+ * notice subjects: an answer is never a call, an event or a notice.
  */
 export function mayAnswerRefusal(prefix: string, sender: Pick<EdgeRoute, 'project' | 'agent'>, reply: string, authenticated: boolean): boolean {
   if (authenticated) return mayRelayReply(prefix, sender, reply);
-  return isPlainSubject(reply) && !reply.startsWith('$') && !reply.startsWith(`${prefix}.`);
+  return isPlainSubject(reply) && !reply.startsWith('$') && !reply.startsWith(`${prefix}.`) && !isAgentNoticeSubject(prefix, sender.project, reply);
 }
 
 /**

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { CommandDigestSchema, IdSchema, IsoTimeSchema, Limits, ProjectIdSchema, ShortTextSchema } from './common';
+import { CommandDigestSchema, IdSchema, IsoTimeSchema, Limits, NOT_BLANK, ProjectIdSchema, ShortTextSchema } from './common';
 import { DomainEventOf } from './envelope';
 import { OperatorRoleSchema } from './principal';
 
@@ -44,7 +44,7 @@ const ControlClaims = {
 /** Body of `<prefix>.cmd.ledger.<project>.op.<relay>.pause`: stop dispatch in the project (admin only). */
 export const PauseProjectRequestSchema = z.strictObject({
   ...ControlClaims,
-  reason: ShortTextSchema.trim().min(1, 'a pause says why'),
+  reason: ShortTextSchema.trim().regex(NOT_BLANK, 'a pause says why'),
   idempotency_key: z.string().min(1).max(200),
   /**
    * Pause a project that has no published definition (a pause made before the project is set

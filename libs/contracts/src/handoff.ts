@@ -8,6 +8,7 @@ import {
   ProjectIdSchema,
   ShortTextSchema,
   NonBlankShortTextSchema,
+  NOT_BLANK,
   namedRecord,
   RecordKeySchema,
 } from './common';
@@ -354,7 +355,7 @@ export const DecideHandbackCommandSchema = z.discriminatedUnion('decision', [
       .string({ error: 'a rework says what to change: write a note' })
       .max(Limits.maxShortText)
       .trim()
-      .min(1, 'a rework says what to change: write a note'),
+      .regex(NOT_BLANK, 'a rework says what to change: write a note'),
     idempotency_key: IdempotencyKeySchema,
   }),
 ]);

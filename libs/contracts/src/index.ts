@@ -21,6 +21,7 @@ export * from './governance';
 export * from './principal';
 export * from './claim-withdrawn';
 export * from './edge';
+export * from './inbound';
 export * from './ledger-access';
 export * from './msg-ids';
 export * from './ledger-protocol';

@@ -1,6 +1,6 @@
 import Ajv2020 from 'ajv/dist/2020';
 import fc from 'fast-check';
-import { RESERVED_NAME_MESSAGE } from './common';
+import { NOT_BLANK, RESERVED_NAME_MESSAGE } from './common';
 import { createEventRegistry } from './catalogue';
 import { generateJsonSchemas, READ_ONLY_WIRE_SCHEMAS, wireSchemas } from './json-schema';
 import { LedgerIdentityClaimKeys, resolveLedgerCaller, splitIdentityClaims } from './ledger-access';
@@ -272,6 +272,50 @@ describe('ledger command schemas state the envelope fields the ledger accepts (a
     // The ledger splits the claims off the request, not off its parts: a part that names an actor is refused.
     expect(agree('ledger-complete-then-create', { complete: { ...complete, ...actor }, create })).toEqual({ zod: false, json: false });
     expect(agree('ledger-open-offers', { actor: 'builder', actor_kind: 'agent', ack_wait_ms: 60_000 })).toEqual({ zod: true, json: true });
+  });
+});
+
+describe('a text the ledger refuses as blank is refused by its JSON Schema too (NOT_BLANK, its pattern)', () => {
+  // Every field refused as blank (String.prototype.trim leaves nothing): the ledger commands', and an
+  // operator answer's rework note (its pattern `\\S`, ECMAScript's), each with a body valid but for it.
+  const fields: Array<[string, string, Record<string, unknown>]> = [
+    ['ledger-release-handoff', 'reason', { handoff_id: 'h-1', claim_id: 'c-1', idempotency_key: 'k' }],
+    ['ledger-fail-handoff', 'reason', { handoff_id: 'h-1', idempotency_key: 'k' }],
+    ['ledger-abandon-handoff', 'reason', { handoff_id: 'h-1', idempotency_key: 'k' }],
+    ['ledger-give-up-offer', 'reason', { handoff_id: 'h-1', deliveries: 3, idempotency_key: 'k' }],
+    ['ledger-decide-handback', 'note', { handoff_id: 'h-1', decision: 'rework', idempotency_key: 'k' }],
+    ['ledger-complete-from-result', 'summary', { handoff_id: 'h-1', result_id: 'r-1', agent: 'builder', idempotency_key: 'k' }],
+    ['ledger-pause', 'reason', { idempotency_key: 'k' }],
+    ['operator-answer', 'note', { packet_id: 'sp-1', answer_id: 'a-1', action: 'rework', answered_by: 'dana', answered_at: now }],
+  ];
+  // White space of every kind trim removes: ASCII, Unicode space separators, line and paragraph separators, the BOM.
+  const blank = ['', ' ', '   ', '\t\n\r\v\f', '\u00a0', '\u1680', '\u2000\u200a', '\u2028\u2029', '\u202f\u205f', '\u3000', '\ufeff', ' \u3000\t\ufeff '];
+  // Text, or characters that are not white space to trim (so the ledger takes them): invisible format
+  // characters, C1 and ASCII information separators (white space to Python's \s, not to ECMAScript's).
+  const notBlank = ['x', '  why  ', '\u200b', '\u200e', '\u2060', '\u180e', '\u0085', '\u001c', ' \u00ad '];
+
+  it.each(fields)('%s: a blank %s is refused by zod and by the JSON Schema; anything else trim keeps is taken by both', (name, field, body) => {
+    for (const text of blank) expect({ text, ...agree(name, { ...body, [field]: text }) }).toEqual({ text, zod: false, json: false });
+    for (const text of notBlank) expect({ text, ...agree(name, { ...body, [field]: text }) }).toEqual({ text, zod: true, json: true });
+  });
+
+  it('the ledger says "must not be blank" of a blank reason, its own words of a blank rework note and pause reason', () => {
+    const message = (name: string, body: Record<string, unknown>) => zod[name]!.safeParse(body).error?.issues.map((issue) => issue.message);
+    expect(message('ledger-release-handoff', { handoff_id: 'h-1', reason: '\u3000 ', idempotency_key: 'k' })).toEqual(['must not be blank']);
+    expect(message('ledger-decide-handback', { handoff_id: 'h-1', decision: 'rework', note: '\t', idempotency_key: 'k' })).toEqual([
+      'a rework says what to change: write a note',
+    ]);
+    expect(message('ledger-pause', { reason: ' ', idempotency_key: 'k' })).toEqual(['a pause says why']);
+  });
+
+  it('NOT_BLANK finds exactly what trim keeps, code point by code point (the list it writes out is the engine`s white space)', () => {
+    const differ: string[] = [];
+    for (let code = 0; code <= 0x10ffff; code++) {
+      if (code >= 0xd800 && code <= 0xdfff) continue;
+      const text = String.fromCodePoint(code);
+      if (NOT_BLANK.test(text) !== (text.trim() !== '')) differ.push(code.toString(16));
+    }
+    expect(differ).toEqual([]);
   });
 });
 

@@ -67,7 +67,7 @@ export const OpenOffersCommandSchema = z.strictObject({
     .min(0)
     .optional()
     .describe(
-      "only when the durable is made now (the first open, or after it was lost — a pull answered 'consumer not found'): start after this inbox sequence, the last offer your reader acknowledged, instead of at the beginning; an existing durable is left as it is",
+      "only when the durable is made now (the first open, or after it was lost — its CONSUMER.INFO answered 'consumer not found'; nats-server 2.9 leaves a pull on it unanswered): start after this inbox sequence, the last offer your reader acknowledged, instead of at the beginning; an existing durable is left as it is",
     ),
 });
 export type OpenOffersCommand = z.infer<typeof OpenOffersCommandSchema>;

@@ -1,4 +1,4 @@
-import { leadingCode, type EdgeRefusalReason, type HandoffRecord, type Rejection } from '@baton/contracts';
+import { leadingCode, type EdgeRefusalIssue, type EdgeRefusalReason, type HandoffRecord, type Rejection } from '@baton/contracts';
 
 /**
  * Base class of every error the SDK throws on purpose. `code` is stable — branch on it, never on
@@ -224,16 +224,21 @@ export class MessageIdReusedError extends BatonSdkError {
  * The agent edge refused what this client published (docs/identity.md, "The agent edge"): nothing
  * was stored, and the refusal is recorded as a dead letter of source `ledger-edge` with the same
  * reason. `code` (and `reason`) is the edge's stable reason: `msg_id_mismatch` (a message id naming
- * another project or kind, or a dead-letter redrive's), `schema_violation` (a header the edge does
- * not carry), `payload_too_large`, `no_handler` (a subject that stands for nothing an agent may
- * reach). Not retried: the same message is refused again. `detail` says why, in words.
+ * another project, kind or message, or a dead-letter redrive's), `schema_violation` (a header the
+ * edge does not carry, or a body its consumer would refuse: `issues` names the fields; also
+ * `invalid_utf8`, `malformed_json`, `project_mismatch`, `identity_mismatch`), `payload_too_large`,
+ * `no_handler` (a subject that stands for nothing an agent may reach). The SDK validates what it
+ * sends, so a refusal is a version skew or a hand-made call. Not retried: the same message is
+ * refused again. `detail` says why, in words.
  */
 export class EdgeRefusedError extends BatonSdkError {
   readonly reason: EdgeRefusalReason;
   readonly detail: string;
+  /** The fields a body was refused for (path, message, the check's own code when it has one); empty for the other refusals. */
+  readonly issues: readonly EdgeRefusalIssue[];
   constructor(
     readonly subject: string,
-    refusal: { reason: EdgeRefusalReason; detail: string },
+    refusal: { reason: EdgeRefusalReason; detail: string; issues?: readonly EdgeRefusalIssue[] | undefined },
     options?: { cause?: unknown },
   ) {
     super(`the agent edge refused the message for ${subject}: ${refusal.reason}: ${refusal.detail}`, {
@@ -243,6 +248,7 @@ export class EdgeRefusedError extends BatonSdkError {
     this.name = 'EdgeRefusedError';
     this.reason = refusal.reason;
     this.detail = refusal.detail;
+    this.issues = refusal.issues ?? [];
   }
 }
 

@@ -892,21 +892,25 @@ export class LedgerCommands {
         message: `reply subject ${request.reply} is not under ${describePrincipal(address.principal)}'s inbox ${inbox}`,
         issues: [],
       },
-      { keepBytes: REFUSED_LETTER_BYTES, reply: request.reply },
+      { reply: request.reply },
     );
     return true;
   }
 
   /**
-   * Answer a rejection and record it as a dead letter with the original bytes — while its sender
-   * (the principal the subject names) has letters left in its budget; past it the rejection is
-   * counted for the sender's `refusals_suppressed` letter (`COMMAND_REFUSED_LETTERS`). The answer
-   * is the same either way, and a letter is stored before it is sent.
+   * Answer a rejection and record it as a dead letter with the original's first
+   * {@link REFUSED_LETTER_BYTES} bytes (its detail says how many of how many were kept) — while its
+   * sender (the principal the subject names) has letters left in its budget; past it the rejection
+   * is counted for the sender's `refusals_suppressed` letter (`COMMAND_REFUSED_LETTERS`). The answer
+   * is the same either way, and a letter is stored before it is sent. Nothing is redriven from such
+   * a letter (a core request: `core_request`; its sender has the typed answer, or sends again), so
+   * its whole body would only let a flood of refused megabytes push other projects' letters out of
+   * the shared DLQ — cut as the agent edge's letters are.
    */
   private async reject(
     request: LedgerRequest,
     rejection: LedgerRejection,
-    letter: Pick<DeadLetterInput, 'keepBytes' | 'reply'> = {},
+    letter: Pick<DeadLetterInput, 'reply'> = {},
   ): Promise<{ ok: false; error: LedgerError }> {
     const prefix = this.runtime.config.BATON_PREFIX;
     const recorded = this.refusedLetters.refuse(
@@ -924,6 +928,7 @@ export class LedgerCommands {
         stream: `core-${newUniqueId()}`,
         seq: 0,
         consumer: this.runtime.instance,
+        keepBytes: REFUSED_LETTER_BYTES,
         ...letter,
       },
       rejection.kind === 'forbidden' ? 'request refused: access' : 'request rejected',

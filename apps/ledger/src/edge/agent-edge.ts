@@ -1,7 +1,9 @@
 import { Inject, Injectable, Optional, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import {
   edgeBodyRefusal,
+  edgeInputRefusal,
   edgeRefusalAnswer,
+  type EdgeRefusalIssue,
   foreignMsgId,
   Limits,
   mayAnswerRefusal,
@@ -183,6 +185,14 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
         this.refuse(msg, route, route.kind, DeadLetterReason.msgIdMismatch, foreign);
         return;
       }
+      // What its consumer would refuse (a body that is not its kind's, another project or agent in
+      // it, an id of another message) is refused here, answered at once, instead of stored,
+      // acknowledged as stored and then dead-lettered where only an operator sees it.
+      const input = edgeInputRefusal(route, msg.data, msgId.id);
+      if (input !== null) {
+        this.refuse(msg, route, route.kind, input.reason, input.detail, input.issues);
+        return;
+      }
     }
     try {
       msg.relay(route.target, msg.reply, dropsHeader);
@@ -213,6 +223,7 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
     route: EdgeRoute['kind'] | 'none',
     reason: EdgeRefusalReason | typeof DeadLetterReason.replyNotAllowed,
     detail: string,
+    issues?: readonly EdgeRefusalIssue[],
   ): void {
     const { outcome } = this.letters.refuse(
       sender.sender,
@@ -236,7 +247,7 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
     this.metrics?.edgeMessages.inc({ route, outcome });
     if (reason === DeadLetterReason.replyNotAllowed || msg.reply === undefined) return;
     if (!mayAnswerRefusal(this.runtime.config.BATON_PREFIX, sender, msg.reply, this.checkReplies)) return;
-    const answer = edgeRefusalAnswer(msg.subject, reason, detail);
+    const answer = edgeRefusalAnswer(msg.subject, reason, detail, issues);
     if (answer.form === 'json') msg.answerOn(msg.reply, textEncoder.encode(JSON.stringify(answer.body)));
     else msg.answerOn(msg.reply, new Uint8Array(0), { status: { code: answer.code, description: answer.description }, headers: answer.headers });
   }

@@ -1,11 +1,19 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { ActorNameSchema, ADMIN_ACTOR, leadingCode, ProjectDefinitionSchema, PUBLISHED_BY_HEADER, RejectionCode, type Rejection } from '@baton/contracts';
+import {
+  ActorNameSchema,
+  ADMIN_ACTOR,
+  decodeInbound,
+  leadingCode,
+  ProjectDefinitionSchema,
+  PUBLISHED_BY_HEADER,
+  RejectionCode,
+  type Rejection,
+} from '@baton/contracts';
 import { DlqSources, hopTrace } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import type { PublishDefinitionReply, RouterReplyError } from '@baton/contracts';
 import { deadLetterRequest } from '../shared/dead-letter';
 import { nowIso } from '../shared/ids';
-import { decodeInbound } from '../shared/inbound';
 import { subjectTokens } from '../shared/subjects';
 import { DefinitionCatalog, definitionRef } from './definition-catalog';
 import { definitionDecider } from './definition.decider';

@@ -1,6 +1,6 @@
 import type { HopTrace } from '@baton/eventstore';
 import { Inject, Injectable } from '@nestjs/common';
-import { MeshAnswerRequestSchema, RejectionCode } from '@baton/contracts';
+import { InboxBodySchemas, RejectionCode } from '@baton/contracts';
 import { MeshErrorCode } from '@baton/domain';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { nowIso } from '../shared/ids';
@@ -10,7 +10,7 @@ import { meshSubjectTokens } from './mesh-subjects';
 
 /**
  * Use case: apply an operator's answer to a mesh's stop packet from
- * `<prefix>.in.<project>.mesh_answer` (body {@link MeshAnswerRequestSchema}; `actor_role` is set by
+ * `<prefix>.in.<project>.mesh_answer` (body `MeshAnswerRequestSchema`; `actor_role` is set by
  * the publisher — the notifier — after it authenticated the person).
  *
  * Runs `answer_stop` (idempotent per `answer_id`; the checks are the domain's `decideResume`,
@@ -30,7 +30,7 @@ export class AnswerMeshStopUseCase {
   ) {}
 
   async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
-    const request = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, MeshAnswerRequestSchema, meshSubjectTokens);
+    const request = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, InboxBodySchemas.mesh_answer, meshSubjectTokens);
     const answer = request.answer;
     const log = this.runtime.logger.child({
       trace_id: trace.traceId,

@@ -1,6 +1,6 @@
 import type { HopTrace } from '@baton/eventstore';
 import { Inject, Injectable } from '@nestjs/common';
-import { AgentResultSchema, RejectionCode } from '@baton/contracts';
+import { InboxBodySchemas, RejectionCode } from '@baton/contracts';
 import { MeshErrorCode } from '@baton/domain';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { HandoffClaims } from '../shared/handoff-claims';
@@ -33,7 +33,7 @@ export class RecordMeshTurnUseCase {
 
   /** @param storedAt when the inbox stored the result (ISO): rule 4b (`checkResultClaim`). */
   async execute(subject: string, bytes: Uint8Array, trace: HopTrace, storedAt?: string): Promise<void> {
-    const result = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, AgentResultSchema, meshSubjectTokens);
+    const result = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, InboxBodySchemas.mesh_result, meshSubjectTokens);
     const log = this.runtime.logger.child({
       trace_id: trace.traceId,
       project: result.project,

@@ -1,6 +1,6 @@
 import type { HopTrace } from '@baton/eventstore';
 import { Inject, Injectable } from '@nestjs/common';
-import { MeshStartRequestSchema, resolveLead } from '@baton/contracts';
+import { InboxBodySchemas, resolveLead } from '@baton/contracts';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { DefinitionCatalog } from '../definitions/definition-catalog';
 import { nowIso, startEventKey } from '../shared/ids';
@@ -30,7 +30,7 @@ export class StartMeshUseCase {
   ) {}
 
   async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
-    const request = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, MeshStartRequestSchema, meshSubjectTokens);
+    const request = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, InboxBodySchemas.mesh_start, meshSubjectTokens);
     const log = this.runtime.logger.child({ trace_id: trace.traceId, project: request.project, mesh_run_id: request.mesh_run_id, mesh: request.mesh });
     const definitions = await this.catalog.load(request.project, { fresh: true });
     const current = definitions.published[definitions.published.length - 1]?.definition;

@@ -1,30 +1,7 @@
-import { decodeUtf8, leadingCode, Limits, parseUntrustedJson, RejectionCode, rejectionFromZod, type Rejection } from '@baton/contracts';
+import { bodyIdentityRefusal, decodeInbound, leadingCode, type SubjectIdentity } from '@baton/contracts';
 import { PoisonError } from '@baton/eventstore';
 import type { z } from 'zod';
 import { subjectTokens } from './subjects';
-
-/** A decoded input, or the typed rejection it earned. */
-export type Inbound<T> = { ok: true; value: T } | { ok: false; rejection: Rejection };
-
-/**
- * Decode untrusted bytes from an entry point: size cap (`Limits.maxMessageBytes`), strict UTF-8
- * (bytes that are not UTF-8 are `invalid_utf8`, never decoded with replacement characters), JSON
- * with prototype-polluting keys refused, then the zod schema. Never throws.
- */
-export function decodeInbound<S extends z.ZodType>(bytes: Uint8Array | string, schema: S): Inbound<z.infer<S>> {
-  if (typeof bytes !== 'string' && bytes.length > Limits.maxMessageBytes) {
-    return {
-      ok: false,
-      rejection: { code: RejectionCode.payloadTooLarge, message: `payload is ${bytes.length} bytes; the cap is ${Limits.maxMessageBytes}`, issues: [] },
-    };
-  }
-  const text = typeof bytes === 'string' ? { ok: true as const, value: bytes } : decodeUtf8(bytes);
-  if (!text.ok) return text;
-  const json = parseUntrustedJson(text.value, Limits.maxMessageBytes);
-  if (!json.ok) return json;
-  const parsed = schema.safeParse(json.value);
-  return parsed.success ? { ok: true, value: parsed.data } : { ok: false, rejection: rejectionFromZod(parsed.error) };
-}
 
 /**
  * Like {@link decodeInbound}, for a JetStream handler: a rejection becomes a {@link PoisonError}
@@ -47,12 +24,6 @@ export function poison(rejection: { code: string; message: string }): PoisonErro
   return new PoisonError(`${rejection.code}: ${rejection.message}`, rejection.code);
 }
 
-/** Who a subject says a message is from: its project and, on an agent's subject, the agent. */
-export interface SubjectIdentity {
-  project: string;
-  agent: string | null;
-}
-
 /**
  * Decode an inbox message (`<prefix>.in.<project>.…`) with {@link decodeOrPoison} and check the
  * body against the identity its subject carries — the project, and on an agent's subject the
@@ -70,12 +41,7 @@ export function decodeForSubject<S extends z.ZodType<{ project: string; agent?: 
   identityOf: (prefix: string, subject: string) => SubjectIdentity | null = subjectTokens,
 ): z.infer<S> {
   const value = decodeOrPoison(bytes, schema);
-  const identity = identityOf(prefix, subject);
-  if (identity === null || identity.project !== value.project) {
-    throw poison({ code: RejectionCode.projectMismatch, message: `the subject names project '${identity?.project ?? '?'}', the body '${value.project}'` });
-  }
-  if (identity.agent !== null && identity.agent !== value.agent) {
-    throw poison({ code: RejectionCode.identityMismatch, message: `the subject names agent '${identity.agent}', the body '${value.agent ?? '?'}'` });
-  }
+  const refused = bodyIdentityRefusal(identityOf(prefix, subject), value);
+  if (refused !== null) throw poison(refused);
   return value;
 }

@@ -1,10 +1,10 @@
 import fc from 'fast-check';
-import { AgentResultSchema, Limits, StartRunRequestSchema, StopRunRequestSchema } from '@baton/contracts';
+import { AgentResultSchema, decodeInbound, Limits, StartRunRequestSchema, StopRunRequestSchema } from '@baton/contracts';
 import { PoisonError } from '@baton/eventstore';
 import { meshEventIds } from '../meshes/mesh-commands';
 import { meshSubjectTokens } from '../meshes/mesh-subjects';
 import { eventIdsFor, type CauseKind } from './ids';
-import { decodeForSubject, decodeInbound, decodeOrPoison } from './inbound';
+import { decodeForSubject, decodeOrPoison } from './inbound';
 import { subjectTokens } from './subjects';
 
 describe('router edge helpers', () => {

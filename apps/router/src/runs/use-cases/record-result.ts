@@ -1,6 +1,6 @@
 import type { HopTrace } from '@baton/eventstore';
 import { Inject, Injectable } from '@nestjs/common';
-import { AgentResultWireSchema } from '@baton/contracts';
+import { InboxBodySchemas } from '@baton/contracts';
 import { readTypedDecision } from '@baton/domain';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { nowIso } from '../../shared/ids';
@@ -47,7 +47,7 @@ export class RecordResultUseCase {
   /** @param storedAt when the inbox stored the result (ISO): rule 4b (`checkResultClaim`) compares it with a lapsed claim's expiry. */
   async execute(subject: string, bytes: Uint8Array, trace: HopTrace, storedAt?: string): Promise<void> {
     // A typed decision that breaks the contract is the no-action default, not a refusal (seed 000 §5).
-    const { result, signal } = readTypedDecision(decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, AgentResultWireSchema));
+    const { result, signal } = readTypedDecision(decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, InboxBodySchemas.result));
     const log = this.runtime.logger.child({
       trace_id: trace.traceId,
       project: result.project,

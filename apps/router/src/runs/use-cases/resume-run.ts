@@ -1,7 +1,7 @@
 import type { HopTrace } from '@baton/eventstore';
 import { Inject, Injectable } from '@nestjs/common';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
-import { RunAnswerRequestSchema } from '@baton/contracts';
+import { InboxBodySchemas } from '@baton/contracts';
 import { nowIso } from '../../shared/ids';
 import { decodeForSubject } from '../../shared/inbound';
 import { RunCommands, runRef } from '../run-commands';
@@ -12,7 +12,7 @@ export const ANSWER_REFUSAL_AGENT = 'operator';
 /**
  * Use case: apply an operator's answer from `<prefix>.in.<project>.answer` (`resume`).
  *
- * The body is a {@link RunAnswerRequestSchema}: the run, the `RunAnswer` (hold or stop answer)
+ * The body is a `RunAnswerRequestSchema`: the run, the `RunAnswer` (hold or stop answer)
  * and `actor_role`, which the publisher (the notifier, after authenticating the operator) sets;
  * only `operator` / `admin` may resume. Bad input is dead-lettered; an answer for a run that does
  * not exist is dead-lettered (`not_found`). An answer the run refuses (a viewer answering, a run
@@ -28,7 +28,7 @@ export class ResumeRunUseCase {
   ) {}
 
   async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
-    const request = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, RunAnswerRequestSchema);
+    const request = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, InboxBodySchemas.answer);
     const answer = request.answer;
     const answerId = answer.answer.answer_id;
     const answeredBy = answer.answer.answered_by;

@@ -1,6 +1,6 @@
 import type { HopTrace } from '@baton/eventstore';
 import { Inject, Injectable } from '@nestjs/common';
-import { SessionMessageSchema } from '@baton/contracts';
+import { InboxBodySchemas } from '@baton/contracts';
 import { CUSTOMER } from '@baton/domain';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { nowIso } from '../../shared/ids';
@@ -20,7 +20,7 @@ export const MESSAGE_WAITS_FOR_START_DELIVERIES = 3;
 
 /**
  * Use case: a customer turn of a conversation run from `<prefix>.in.<project>.message`, or
- * `…message.<agent>` relayed by that agent (recorded as `relayed_by`) (seed 001). Decodes a {@link SessionMessageSchema} (size cap, JSON, schema, the subject's
+ * `…message.<agent>` relayed by that agent (recorded as `relayed_by`) (seed 001). Decodes a `SessionMessageSchema` (size cap, JSON, schema, the subject's
  * project), then runs `session_message` on the run over its pinned definition: the message is
  * recorded (`run.message_received`) and the active agent's WHEN routes are evaluated before any
  * model runs — a route fires (`run.handoff` + `run.routed`), a child hands back, or the message
@@ -39,7 +39,7 @@ export class SessionMessageUseCase {
   ) {}
 
   async execute(subject: string, bytes: Uint8Array, trace: HopTrace, deliveryCount = 1): Promise<void> {
-    const message = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, SessionMessageSchema);
+    const message = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, InboxBodySchemas.message);
     const log = this.runtime.logger.child({
       trace_id: trace.traceId,
       project: message.project,

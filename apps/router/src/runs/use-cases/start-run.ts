@@ -1,7 +1,7 @@
 import type { HopTrace } from '@baton/eventstore';
 import { Inject, Injectable } from '@nestjs/common';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
-import { StartRunRequestSchema } from '@baton/contracts';
+import { InboxBodySchemas } from '@baton/contracts';
 import { DefinitionCatalog } from '../../definitions/definition-catalog';
 import { digestOf, workflowForStart } from '../../definitions/definition.decider';
 import { nowIso, startEventKey } from '../../shared/ids';
@@ -13,7 +13,7 @@ import { RunCommands, runRef } from '../run-commands';
  * Use case: start a workflow run from `<prefix>.in.<project>.start` (actor `project-client`) or
  * `<prefix>.in.<project>.start.<agent>` (actor: that agent; {@link startActorOf}).
  *
- * Decodes a {@link StartRunRequestSchema} body (size cap, JSON, schema, the subject's project),
+ * Decodes a `StartRunRequestSchema` body (size cap, JSON, schema, the subject's project),
  * resolves the workflow from the project's current definition (re-read, so a definition
  * published just before the start is seen; `workflow_version` pins an older one), and runs
  * `start_run` on the run aggregate (id = workflow_run_id): `run.started` then `run.routed` to the
@@ -30,7 +30,7 @@ export class StartRunUseCase {
   ) {}
 
   async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
-    const request = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, StartRunRequestSchema);
+    const request = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, InboxBodySchemas.start);
     const log = this.runtime.logger.child({ trace_id: trace.traceId, project: request.project, workflow_run_id: request.workflow_run_id });
     const definitions = await this.catalog.load(request.project, { fresh: true });
     const pinned = workflowForStart(definitions, request.workflow, request.workflow_version);

@@ -1,6 +1,6 @@
 import type { HopTrace } from '@baton/eventstore';
 import { Inject, Injectable } from '@nestjs/common';
-import { RejectionCode, ServiceActors, StopRunRequestSchema } from '@baton/contracts';
+import { InboxBodySchemas, RejectionCode, ServiceActors } from '@baton/contracts';
 import { RunErrorCode } from '@baton/domain';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { MeshCommands, meshRef } from '../../meshes/mesh-commands';
@@ -28,7 +28,7 @@ export class StopRunUseCase {
   ) {}
 
   async execute(subject: string, bytes: Uint8Array, trace: HopTrace): Promise<void> {
-    const request = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, StopRunRequestSchema);
+    const request = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, InboxBodySchemas.stop);
     const log = this.runtime.logger.child({
       trace_id: trace.traceId,
       project: request.project,
