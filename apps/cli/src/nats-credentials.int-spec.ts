@@ -48,6 +48,16 @@ async function listening(port: number): Promise<void> {
   throw new Error(`nats-server did not listen on ${port}`);
 }
 
+/** Stop a nats-server this spec started, and remove its folder. */
+async function stopServer(server: ChildProcess, dir: string): Promise<void> {
+  if (server.exitCode === null) {
+    const exited = once(server, 'exit');
+    server.kill('SIGKILL');
+    await exited;
+  }
+  await rm(dir, { recursive: true, force: true });
+}
+
 /**
  * NATS that is reached and refuses the credentials is not "unavailable": retrying does not help,
  * other credentials do. The CLI says `unauthenticated`, names what it presented (NATS_CREDS's file,
@@ -73,14 +83,7 @@ describe('baton against a NATS server that refuses its credentials (a real nats-
     url = `nats://127.0.0.1:${port}`;
   });
 
-  afterAll(async () => {
-    if (server.exitCode === null) {
-      const exited = once(server, 'exit');
-      server.kill('SIGKILL');
-      await exited;
-    }
-    await rm(dir, { recursive: true, force: true });
-  });
+  afterAll(() => stopServer(server, dir));
 
   it('NATS_CREDS unset against a server that requires credentials: unauthenticated, saying NATS_CREDS is not set and what to do', async () => {
     const typed = await baton({ NATS_URL: url }, 'streams', '--json');
@@ -181,14 +184,7 @@ describe('with --json a warning reaches the caller as JSON: admin credentials an
     await writeFile(old, credsFile(userJwt(deployment.account, user, 'admin', granted, Math.floor(Date.now() / 1000)), user));
   });
 
-  afterAll(async () => {
-    if (server.exitCode === null) {
-      const exited = once(server, 'exit');
-      server.kill('SIGKILL');
-      await exited;
-    }
-    await rm(dir, { recursive: true, force: true });
-  });
+  afterAll(() => stopServer(server, dir));
 
   const allowResponses = () => ({ code: 'creds_allow_responses', message: expect.stringContaining(`the credentials in ${old} carry allow_responses`) });
 
