@@ -385,5 +385,7 @@ export function letterLogFields(letter: DeadLetterInput): Record<string, string 
     data: letter.data,
   });
   if (letter.stream === 'core' || letter.stream.startsWith('core-')) delete fields['stream_seq'];
+  // A consumer's letter (one a gate logs for it) names its durable, as the consumer's own line does.
+  else if (letter.consumer !== undefined) fields['durable'] = letter.consumer;
   return fields;
 }

@@ -28,7 +28,8 @@ export interface ConsumedMessage {
 export type MessageOutcome =
   | { kind: 'acked'; msg: ConsumedMessage }
   | { kind: 'retry'; msg: ConsumedMessage; delayMs: number; error: unknown }
-  | { kind: 'dead_lettered'; msg: ConsumedMessage; reason: string; error: unknown }
+  /** `gated`: its letter went through `letterGate`, which logged it (or counted it for its sender's summary): no second line. */
+  | { kind: 'dead_lettered'; msg: ConsumedMessage; reason: string; error: unknown; gated: boolean }
   | { kind: 'dead_letter_failed'; msg: ConsumedMessage; delayMs: number; error: unknown }
   /** Given up on without a dead letter (`deadLetters: false`): terminated, never redelivered. */
   | { kind: 'terminated'; msg: ConsumedMessage; reason: string; error: unknown };
@@ -121,8 +122,9 @@ export interface RunConsumerOptions {
   /**
    * Where the letter of a message given up on goes: null writes it as usual; a promise means the
    * gate took it — wrote it, or counted it toward its sender's summary (a per-sender budget for
-   * messages from outside: `RefusedLetters` in @baton/platform) — and settles when that is done; a
-   * rejection is a failed write, handled as one (the message is delivered again).
+   * messages from outside: `RefusedLetters` in @baton/platform), and logged what it did — and
+   * settles when that is done; a rejection is a failed write, handled as one (the message is
+   * delivered again). The outcome says `gated`, so the letter is not logged twice.
    */
   letterGate?: (msg: ConsumedMessage, letter: DeadLetterInput) => Promise<void> | null;
   /**
@@ -373,11 +375,12 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
         seq: msg.seq,
         consumer: msg.consumer,
       };
-      await (opts.letterGate?.(msg, letter) ?? deadLetter(opts.js, letter));
+      const gated = opts.letterGate?.(msg, letter) ?? null;
+      await (gated ?? deadLetter(opts.js, letter));
       // No reason string: `+TERM <reason>` is only understood from server 2.10.4 on.
       msg.raw.term();
       sampleFloor();
-      report({ kind: 'dead_lettered', msg, reason, error });
+      report({ kind: 'dead_lettered', msg, reason, error, gated: gated !== null });
     } catch (dlqError) {
       const delayMs = delayFor(msg.deliveryCount);
       msg.raw.nak(delayMs);

@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { PoisonError, batonStreamNames, batonTopology, connectNats, provision, type MessageOutcome, type NatsHandle } from '@baton/eventstore';
 import { waitFor } from '@baton/wait';
 import { JsonLogger } from '../logging/logger';
+import { inboxLetterGate, RefusedLetterCap, RefusedLetters } from '../refusals';
 import { JetStreamExceptionFilter } from './jetstream.exception-filter';
 import { JetStreamServer } from './jetstream.server';
 import { durableNameFor } from './subject';
@@ -129,5 +130,49 @@ describe('JetStreamServer: the log line of a dead-lettered message is structured
     // No unstructured `dead_lettered` line is left.
     expect(lines.filter((l) => String(l['msg']).includes('dead_lettered'))).toEqual([]);
     expect(outcomes.filter((o) => o.kind === 'dead_lettered')).toHaveLength(2);
+  });
+});
+
+describe('JetStreamServer with the inbox letter gate: one line per letter, none per refusal past the budget (real NATS)', () => {
+  it('logs a refused agent input once, with its sender and durable, and past the sender`s budget only the budget`s one line', async () => {
+    const prefix = `t${randomBytes(5).toString('hex')}`;
+    const nats = await connectNats({ servers: NATS_URL, reconnect: false });
+    await provision(nats.jsm, batonTopology(prefix, { storage: 'memory' }));
+    const lines: Array<Record<string, unknown>> = [];
+    const logger = new JsonLogger('router', 'info', {}, (line) => lines.push(JSON.parse(line) as Record<string, unknown>));
+    const letters = new RefusedLetters(
+      { nats, config: { BATON_PREFIX: prefix } as never, logger: logger.child({}), instance: 'router-t' },
+      new RefusedLetterCap(2, 60_000),
+      'refusals',
+    );
+    const outcomes: MessageOutcome[] = [];
+    const server = new JetStreamServer({
+      name: 'router',
+      prefix,
+      connect: { servers: NATS_URL, reconnect: false },
+      consumer: { pullExpiresMs: 1000, backoffMs: [300], maxDeliver: 2 },
+      letterGate: inboxLetterGate(prefix, letters),
+      onOutcome: (o) => outcomes.push(o),
+    });
+    const app = await NestFactory.createMicroservice(StartsModule, { strategy: server, logger });
+    app.useGlobalFilters(new JetStreamExceptionFilter());
+    await app.listen();
+    try {
+      // Five refused results of one agent: two letters (its budget), three counted for its summary.
+      for (let i = 0; i < 5; i++) await nats.js.publish(`${prefix}.in.acme.result.flood`, encoder.encode(`{"n": ${i}, `));
+      await waitFor(() => (outcomes.filter((o) => o.kind === 'dead_lettered').length >= 5 ? true : undefined), 'five refusals handled', { timeoutMs: 15_000 });
+      expect(outcomes.every((o) => o.kind !== 'dead_lettered' || o.gated)).toBe(true);
+      const logged = lines.filter((l) => l['msg'] === 'message dead-lettered');
+      expect(logged).toHaveLength(2);
+      for (const line of logged)
+        expect(line).toMatchObject({ sender: 'acme/flood', durable: durableNameFor('router', RESULTS), reason: 'malformed_json', project: 'acme' });
+      expect(lines.filter((l) => String(l['msg']).startsWith('refused refusals over budget'))).toHaveLength(1);
+    } finally {
+      await app.close();
+      await letters.stop();
+      const names = batonStreamNames(prefix);
+      for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
+      await nats.close();
+    }
   });
 });

@@ -441,7 +441,9 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
       data: msg.data,
     });
     if (outcome.kind === 'dead_lettered') {
-      this.logger.warn?.('message dead-lettered', fields);
+      // A letter the gate took was logged there (with its sender), or counted for its sender's
+      // summary: one line per letter, and none per refusal past the budget.
+      if (!outcome.gated) this.logger.warn?.('message dead-lettered', fields);
       return;
     }
     // Here the error is the failed write's, not the handler's.
