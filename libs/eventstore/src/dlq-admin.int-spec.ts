@@ -206,6 +206,35 @@ describe('DlqAdmin redrive (real NATS): only trusted letters, once, reported one
     expect(JSON.parse(decoder.decode(marker.data))).toMatchObject({ dlq_seq: real.dlqSeq, letter_digest: letter.digest, target_seq: 2 });
   });
 
+  it('a redrive`s copy refused again and redriven again keeps the id the message was first published under (Baton-Original-Msg-Id), naming the letter it came from last', async () => {
+    const real = await realLetter('{"result_id":"r-again"}');
+    const first = await admin.redrive();
+    const copySeq = first.items.find((i) => i.seq === real.dlqSeq)?.targetSeq;
+    expect(copySeq).toBeDefined();
+    const copy = await nats.jsm.streams.getMessage(names.inbox, { seq: copySeq! });
+    // Its consumer refuses the copy too (the cause is not fixed): a new letter, with the headers the inbox stored.
+    const stored: Record<string, string[]> = {};
+    for (const key of copy.header.keys()) stored[key] = copy.header.values(key);
+    const again = await deadLetter(nats.js, {
+      prefix,
+      source: RESULTS_SOURCE,
+      reason: 'max_deliveries',
+      subject: copy.subject,
+      headers: stored,
+      data: copy.data,
+      deliveries: 1,
+      stream: names.inbox,
+      seq: copySeq!,
+    });
+    const second = await admin.redrive();
+    const twice = second.items.find((i) => i.seq === again.seq);
+    expect(twice).toMatchObject({ status: 'redriven' });
+    const copyOfCopy = await nats.jsm.streams.getMessage(names.inbox, { seq: twice!.targetSeq! });
+    expect(copy.header.get('Nats-Msg-Id')).toBe(`redrive:${names.dlq}:${real.dlqSeq}`);
+    expect(copyOfCopy.header.get('Baton-Original-Msg-Id')).toBe('orig-{"result_id":"r-again"}');
+    expect(copyOfCopy.header.get('Baton-Redriven-From')).toBe(`${names.dlq}:${again.seq}`);
+  });
+
   it('a message refused for the id it took (msg_id_mismatch: another project`s id) is never redriven: the redrive`s own id would let it past that check', async () => {
     const squatter = await realLetter('{"result_id":"r-9"}', 'a', RESULTS_SOURCE, 'result:other:wr-1/r-9', 'msg_id_mismatch');
     const fine = await realLetter('{"result_id":"r-10"}');

@@ -369,7 +369,8 @@ export class DlqAdmin {
       // Inside the try: a stored header the client will not send again (a name it refuses) fails
       // this letter's republish, never the whole redrive.
       const hdrs = natsHeaders();
-      const originalMsgId = msgIdOf(storedHeaders);
+      // A message that was itself a redrive's copy keeps the id it was first published under.
+      const originalMsgId = storedHeaders[DlqRedriveHeader.originalMsgId]?.[0] ?? msgIdOf(storedHeaders);
       for (const [key, values] of Object.entries(storedHeaders)) {
         if (DROPPED_HEADERS.test(key)) continue;
         for (const value of values) hdrs.append(key, value);
