@@ -321,6 +321,17 @@ describe('the baton command against real NATS and Redis', () => {
     // projection: past 20 s on a Redis holding a few hundred thousand keys of other tests.
   }, 60_000);
 
+  it('replay --dry-run past what the live projection applied says so under its differences (the live side behind, not wrong); verify, at the applied sequence, finds none', async () => {
+    const events = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry });
+    // Stored, not applied: the live projection is behind the stream by one event.
+    await events.append({ project: PROJECT, kind: 'handoff', id: 'h-behind' }, [created('h-behind', 50)], { expectedVersion: 0 });
+    const dry = await baton('replay', '--dry-run', '--projection', 'handoffs');
+    expect(dry.code).toBe(1);
+    expect(dry.out).toMatch(/handoffs: dry run folded \d+ events to seq (\d+) .*at seq (\d+)/);
+    expect(dry.out).toContain('the live projection behind, not a lasting one');
+    expect((await baton('verify', '--projection', 'handoffs')).code).toBe(0);
+  });
+
   it('verify counts a projection that has no live generation (never built, another BATON_PROJECTION_PREFIX) as a difference, and writes nothing under that keyspace', async () => {
     const elsewhere = `${prefix}-elsewhere:proj`;
     const missing = await baton('verify', '--projection', 'notices', '--json', { BATON_PROJECTION_PREFIX: elsewhere });

@@ -276,7 +276,7 @@ describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
     );
     expect(hungUp).toBe(true);
     expect(code).toBe(130);
-    expect(io.err()).toContain('SIGHUP: stopping the rebuild; the live projections are not touched');
+    expect(io.err()).toContain('SIGHUP: stopping the rebuild; the live projections are not touched (SIGINT or SIGTERM to exit at once)');
     expect(io.err()).toContain('interrupted; nothing was swapped in and the shadow generations were deleted');
     expect(process.listenerCount('SIGHUP')).toBe(0);
     expect(await generations()).toEqual(live);
@@ -301,6 +301,42 @@ describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
     expect(await generations()).toEqual(live);
     expect(await snapshots()).toEqual(before);
   }, 240_000);
+
+  it('a second Ctrl-C during the swaps exits at once and says which projections are swapped in already (details.swapped): exit 130 no longer reads as nothing swapped', async () => {
+    await fill(nats, prefix, 600);
+    expect((await baton('replay')).code).toBe(0);
+    const exits: unknown[] = [];
+    const exit = jest.spyOn(process, 'exit').mockImplementation(((code?: number) => {
+      exits.push(code);
+    }) as never);
+    const swapped: string[] = [];
+    try {
+      const { io } = await runWith(replayCommand, ['--json'], (real) => ({
+        rebuildMany: ((targets, source, options) =>
+          real.rebuildMany(targets, source, {
+            ...options,
+            onSwapped: (projection, generation) => {
+              options?.onSwapped?.(projection, generation);
+              swapped.push(projection);
+              if (swapped.length !== 2) return;
+              process.emit('SIGINT', 'SIGINT');
+              process.emit('SIGINT', 'SIGINT');
+            },
+          })) as ProjectionStore['rebuildMany'],
+      }));
+      expect(exits).toEqual([130]);
+      const failure = io
+        .err()
+        .split('\n')
+        .filter((line) => line.startsWith('{"error"'))
+        .map((line) => JSON.parse(line) as { error: { code: string; message: string; details: { swapped: string[] } } })[0];
+      expect(failure?.error.code).toBe('interrupted');
+      expect(failure?.error.details.swapped).toEqual(swapped.slice(0, 2));
+      expect(failure?.error.message).toContain(`during the swap: swapped in ${swapped.slice(0, 2).join(', ')}, the others not`);
+    } finally {
+      exit.mockRestore();
+    }
+  });
 
   it('Ctrl-C once the swaps began: the rebuild finishes and says so (exit 0, every projection swapped; with --json stderr holds no prose: the notice is its JSON warnings line)', async () => {
     await fill(nats, prefix, 600);

@@ -518,6 +518,18 @@ export function movedNote(comparison: Pick<ShadowComparison, 'projection' | 'liv
 }
 
 /**
+ * Said under a dry run's differences when its fold went past what the live projection had applied
+ * (a dry run folds the whole stream): the keys the later events write differ because the live side
+ * is behind, not because it is wrong.
+ */
+export function behindNote(comparison: Pick<ShadowComparison, 'projection' | 'live_seq' | 'rebuilt_seq'>): string {
+  return (
+    `  note: the dry run folded to seq ${comparison.rebuilt_seq}, ${comparison.projection} had applied to seq ${comparison.live_seq}: ` +
+    'a difference on a key the events after it write is the live projection behind, not a lasting one; baton verify compares each projection at the sequence it has applied\n'
+  );
+}
+
+/**
  * Said under the differences of a comparison with copies of the live keys taken at one sequence
  * (`frozen_keys`): what the live projection applied meanwhile cannot explain them.
  */
@@ -648,9 +660,14 @@ export const INTERRUPTED = ExitCode.interrupted;
  * (What is said after a hang-up goes nowhere: writes to a hung-up terminal fail with EIO, which
  * {@link processIo} drops quietly.)
  */
-export function interruptible(ctx: CliContext, what: string): { signal: AbortSignal; commit: () => void; dispose: () => void } {
+export function interruptible(
+  ctx: CliContext,
+  what: string,
+): { signal: AbortSignal; commit: () => void; swapped: (projection: string) => void; dispose: () => void } {
   const controller = new AbortController();
   let committed = false;
+  /** The projections swapped in so far, once the swaps began: what a second signal leaves live. */
+  const swappedIn: string[] = [];
   let heard = false;
   let hungUp = false;
   const onSignal = (name: NodeJS.Signals) => {
@@ -661,22 +678,28 @@ export function interruptible(ctx: CliContext, what: string): { signal: AbortSig
       hungUp = true;
       if (heard) return;
     } else if (heard) {
-      const text = `${name} again: exiting now (a shadow generation may stay behind; the next rebuild deletes it)`;
+      // During the swaps some projections may be live already (each swap is whole): say which.
+      const text = committed
+        ? `${name} again: exiting now, during the swap: swapped in ${swappedIn.length > 0 ? swappedIn.join(', ') : 'none yet'}, the others not (each projection is whole; run baton verify, then baton replay for those not swapped in; a shadow generation may stay behind, the next rebuild deletes it)`
+        : `${name} again: exiting now (a shadow generation may stay behind; the next rebuild deletes it)`;
       // The process ends here, not through `execute`: with --json this is the failure's one line.
       const warnings = ctx.warnings();
+      const details = { ...(committed ? { swapped: [...swappedIn] } : {}), ...(warnings.length > 0 ? { warnings } : {}) };
       if (ctx.json)
         ctx.io.stderr.write(
-          `${JSON.stringify({ error: { code: CliErrorCode.interrupted, message: text, issues: [], ...(warnings.length > 0 ? { details: { warnings } } : {}) } })}\n`,
+          `${JSON.stringify({ error: { code: CliErrorCode.interrupted, message: text, issues: [], ...(Object.keys(details).length > 0 ? { details } : {}) } })}\n`,
         );
       else say(text);
       process.exit(INTERRUPTED);
     }
     heard = true;
+    // A second SIGHUP (a closing session may send two) does not cut the clean-up short: only these do.
+    const atOnce = name === 'SIGHUP' ? 'SIGINT or SIGTERM' : `${name} again`;
     if (committed) {
-      say(`${name}: the ${what} is already swapping its projections in; it finishes (${name} again to exit at once)`);
+      say(`${name}: the ${what} is already swapping its projections in; it finishes (${atOnce} to exit at once)`);
       return;
     }
-    say(`${name}: stopping the ${what}; the live projections are not touched (${name} again to exit at once)`);
+    say(`${name}: stopping the ${what}; the live projections are not touched (${atOnce} to exit at once)`);
     controller.abort();
   };
   process.on('SIGINT', onSignal);
@@ -686,6 +709,9 @@ export function interruptible(ctx: CliContext, what: string): { signal: AbortSig
     signal: controller.signal,
     commit: () => {
       committed = true;
+    },
+    swapped: (projection) => {
+      swappedIn.push(projection);
     },
     dispose: () => {
       process.off('SIGINT', onSignal);

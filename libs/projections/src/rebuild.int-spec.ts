@@ -50,6 +50,15 @@ async function loseData(fx: RedisFixture): Promise<void> {
   if (keys.length > 0) await fx.handle.client.unlink(...keys);
 }
 
+/**
+ * After a loss, generation 1 made active again, empty (as a live applier starting from the stream's
+ * first event makes it; a rebuild no longer does): the counter stands at 1 again, so the next
+ * rebuild is handed number 2 — the number a shadow lost with the data had.
+ */
+async function recreateFirst(fx: RedisFixture, def: { name: string; version: number }): Promise<void> {
+  await fx.store.ensureActive(def);
+}
+
 function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve!: () => void;
   const promise = new Promise<void>((r) => (resolve = r));
@@ -260,6 +269,7 @@ describe('rebuilds into a shadow generation (real Redis)', () => {
     // Nothing was written after the loss: no shadow re-created, no active pointer, no counter.
     expect(await keyCount(fx, `${fx.prefix}:*`)).toBe(0);
 
+    await recreateFirst(fx, def);
     const second = await fx.store.rebuild(def, logSource(log));
     expect(second).toMatchObject({ status: 'swapped', generation: 2, previous: 1, lastSeq: 300 });
     expect(diffSnapshots(live, await fx.store.snapshot('tasks'))).toEqual([]);
@@ -276,6 +286,7 @@ describe('rebuilds into a shadow generation (real Redis)', () => {
       def,
       pausingSource(log, 151, async () => {
         await loseData(fx);
+        await recreateFirst(fx, def);
         // Another rebuilder (a second notifier, `baton replay`) notices the loss and starts over;
         // it pauses once 1..50 are in its shadow.
         second = fx.store.rebuild(
@@ -312,14 +323,15 @@ describe('rebuilds into a shadow generation (real Redis)', () => {
     let second: Promise<RebuildResult> | null = null;
     let calls = 0;
     // Call 1: the live applier commits 151..175 meanwhile, so the first swap is `behind`. Call 2 (the
-    // catch-up, which finds nothing new in `log`): Redis loses its data and a second rebuild, over
-    // the whole stream, recreates generation 1 as the (empty) active one and takes number 2 again.
+    // catch-up, which finds nothing new in `log`): Redis loses its data, generation 1 is made the
+    // (empty) active one again and a second rebuild, over the whole stream, takes number 2 again.
     const source: ReplaySource<EventEnvelope<TaskPayload>> = (fromSeq) =>
       (async function* () {
         const call = ++calls;
         if (call === 1) for (const event of full.slice(150, 175)) await fx.store.apply(def, event);
         if (call === 2) {
           await loseData(fx);
+          await recreateFirst(fx, def);
           second = fx.store.rebuild(
             def,
             pausingSource(full.slice(0, 175), 101, async () => {
@@ -353,6 +365,7 @@ describe('rebuilds into a shadow generation (real Redis)', () => {
     let second: Promise<RebuildResult> | null = null;
     const failing = pausingSource(log, 101, async () => {
       await loseData(fx);
+      await recreateFirst(fx, def);
       second = fx.store.rebuild(
         def,
         pausingSource(log, 101, async () => {

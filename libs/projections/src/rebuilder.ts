@@ -90,7 +90,16 @@ export interface RebuildManyOptions {
   signal?: AbortSignal;
   /** Called once, just before the first swap: from here on the signal no longer stops the rebuild. */
   onSwapping?: () => void;
+  /** Called as each projection's shadow is swapped in (its name and new generation): what is live already, should the process end before the others. */
+  onSwapped?: (projection: string, generation: number) => void;
   onProgress?: (progress: RebuildProgress) => void;
+  /**
+   * Fold no event after this sequence — one for all, or one per projection name (a comparison
+   * with live projections, each folded up to what it has applied). A rebuild swaps in a shadow
+   * folded up to its bound, and the live applier applies the events after it (a lost `notices`
+   * projection rebuilt up to what was published before the loss: the notifier publishes the rest).
+   */
+  untilSeq?: number | Readonly<Record<string, number>>;
   /** Who runs it (shown by the API: `baton replay`, `notifier-1`...). */
   by?: string;
   /** For progress only: the stream's last sequence and message count now. */
@@ -99,11 +108,6 @@ export interface RebuildManyOptions {
 }
 
 export interface ScratchOptions extends RebuildManyOptions {
-  /**
-   * Fold no event after this sequence — one for all, or one per projection name (a comparison
-   * with live projections, each folded up to what it has applied).
-   */
-  untilSeq?: number | Readonly<Record<string, number>>;
   /**
    * Called after each pass over the stream — the first one, then each catch-up pass — with the
    * scratch generations as they stand (their leases kept alive meanwhile; not to be dropped here).
@@ -237,7 +241,8 @@ export interface RebuildInfo {
 export interface RebuildBackend {
   readonly redis: Redis;
   base(projection: string): string;
-  ensureActive(def: { name: string; version: number }): Promise<number>;
+  /** The active generation, or null when the projection has none (never built, or Redis lost it). */
+  activeGeneration(projection: string): Promise<number | null>;
   allocateGeneration(projection: string): Promise<number>;
   /** Create a shadow's meta with its owner token (fails with ShadowLostError if it exists with another). */
   createShadow(def: { name: string; version: number }, generation: number, owner: string): Promise<void>;
@@ -272,7 +277,7 @@ interface Shadow {
   /** Resolves once every command of the chunk being written was sent (later reads queue behind them). */
   sent: Promise<void>;
   info: RebuildInfo;
-  /** Fold no event after this sequence (a scratch build's bound; +∞ for a rebuild). */
+  /** Fold no event after this sequence (`untilSeq`; +∞ without one). */
   bound: number;
   /** Every event up to this sequence was folded into the shadow: a later pass never folds one again. */
   foldedThrough: number;
@@ -367,7 +372,10 @@ export async function runRebuild(
 
   try {
     for (const target of targets) {
-      const previous = scratch ? null : await backend.ensureActive(target);
+      // No empty active generation is created for a projection that has none: until the swap it
+      // has none, so a live applier finds it lost and waits for this rebuild instead of folding
+      // the history into an empty generation (and publishing what that fold would publish).
+      const previous = scratch ? null : await backend.activeGeneration(target.name);
       const generation = await backend.allocateGeneration(target.name);
       // The counter restarts when Redis loses its data, so the number alone does not identify this
       // rebuild's shadow: the token does, and every write into it and the swap check it atomically.
@@ -479,6 +487,7 @@ export async function runRebuild(
         if (swap.status === 'shadow_lost') fail(shadow, new ShadowLostError(shadow.target.name, shadow.generation));
         else if (swap.status === 'swapped') {
           shadow.state = 'done';
+          options.onSwapped?.(shadow.target.name, shadow.generation);
           const previous = swap.previous;
           const cleanup: Promise<CleanupResult> =
             options.dropPrevious === false || previous === null
@@ -488,7 +497,7 @@ export async function runRebuild(
             status: 'swapped',
             generation: shadow.generation,
             previous,
-            lastSeq,
+            lastSeq: shadow.foldedThrough,
             cleanup,
             ...(swap.shadowSeq < swap.activeSeq && options.replaceAhead !== true ? { handedOver: { fromSeq: swap.shadowSeq + 1, toSeq: swap.activeSeq } } : {}),
           };

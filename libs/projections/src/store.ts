@@ -723,7 +723,7 @@ class RedisProjectionStore implements ProjectionStore {
     return {
       redis: this.redis,
       base: (projection) => this.base(projection),
-      ensureActive: (def) => this.ensureActive(def),
+      activeGeneration: (projection) => this.activeGeneration(projection),
       allocateGeneration: (projection) => this.allocateGeneration(projection),
       createShadow: async (def, generation, owner) => void (await this.runChunk(def, [], { generation, owner, create: true })),
       swap: (projection, expected, next, owner, replaceAhead, handOverGap) => this.swap(projection, expected, next, owner, replaceAhead, handOverGap),

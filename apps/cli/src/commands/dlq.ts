@@ -170,7 +170,7 @@ function warnUnknownSource(ctx: CliContext, args: ParsedArgs, matched: number): 
   const source = str(args, 'source');
   if (source === undefined || matched > 0 || knownDlqSource(source)) return;
   const text = `no dead letter has source "${source}", which is not a source Baton writes (see baton dlq --help: ${Object.values(DlqSources).slice(0, 3).join(', ')}, …; offers-<n>-<project>-<agent>)`;
-  ctx.warn(CliWarningCode.unknownDlqSource, text, `baton: ${text}\n`);
+  ctx.warn(CliWarningCode.unknownDlqSource, text);
 }
 
 /** The filter options list and redrive share. */

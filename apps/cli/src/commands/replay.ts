@@ -23,6 +23,7 @@ import {
   firstSeqAtOrAfter,
   interruptibleFromStart,
   INTERRUPTED,
+  behindNote,
   movedNote,
   selectProjections,
   showProgress,
@@ -219,6 +220,7 @@ Options:
           );
           ctx.io.stdout.write(differenceLines(comparison.differences, 20, comparison.differing));
           if (comparison.differing > 0 && comparison.live_moved > 0) ctx.io.stdout.write(movedNote(comparison));
+          else if (comparison.differing > 0 && comparison.rebuilt_seq > comparison.live_seq) ctx.io.stdout.write(behindNote(comparison));
           if (comparison.differing > 0 && versionSkewed(comparison)) ctx.io.stdout.write(versionSkewNote(comparison));
         }
         if (json) printJson(ctx.io, outcomes);
@@ -312,6 +314,7 @@ Options:
         results = await projector.rebuildAll(feed, {
           signal: interrupt.signal,
           onSwapping: interrupt.commit,
+          onSwapped: interrupt.swapped,
           by: 'baton replay',
           targetSeq: lastSeq,
           ...(replaceAhead ? { replaceAhead } : {}),

@@ -12,7 +12,7 @@ import {
   type NatsHandle,
   type StreamReader,
 } from '@baton/eventstore';
-import { jetStreamReplaySource, ProjectionGapError, type BatonProjector, type EventRange, type SequencedEvent } from '@baton/projections';
+import { jetStreamReplaySource, ProjectionGapError, ProjectionLostError, type BatonProjector, type EventRange, type SequencedEvent } from '@baton/projections';
 import type { JsonLogger } from '@baton/platform';
 
 /** Delay before a message that waits behind a failing earlier event is offered again, ms. */
@@ -43,6 +43,13 @@ export interface BatchApplierOptions {
   publishNotices: (events: readonly SequencedEvent[]) => Promise<void>;
   /** Called for each event of this applier's own messages once every projection has applied it. */
   onApplied: (event: SequencedEvent) => void;
+  /** Called with the `notices` projection's last applied seq after each range (what is known published). */
+  onNoticesAt?: (seq: number) => void;
+  /**
+   * Called when a projection turns out lost (no active generation past the stream's first event:
+   * Redis lost its data): the range waits, nothing is written; the caller starts the rebuild.
+   */
+  onLost?: (error: ProjectionLostError) => void;
   logger: JsonLogger;
 }
 
@@ -67,6 +74,11 @@ type Decoded = { msg: ConsumedMessage; event: SequencedEvent | null; error: unkn
  * (`isUnavailable`), and not counted by deliveries, which waiting inflates — is skipped (its
  * sequence committed as a no-op) and dead-lettered `projection_failed`, only once the skip is
  * committed; messages behind it wait ({@link WAIT_BEHIND_MS}).
+ *
+ * Lost projections: a projection with no active generation while the events before the batch have
+ * been applied (Redis lost its data) is never folded from the stream's start here — that would
+ * publish every notice in history again. Every message waits ({@link WAIT_BEHIND_MS}, no delivery
+ * used up), `onLost` is told, and the rebuild (which publishes nothing) restores the projection.
  */
 export class ProjectionBatchApplier {
   private readonly reader: StreamReader;
@@ -77,6 +89,8 @@ export class ProjectionBatchApplier {
    * found it "out of deliveries" and skipped it for good.
    */
   private readonly failures = new LruCache<number, number>(MAX_TRACKED_FAILURES);
+  /** A lost projection was reported and no range has been applied since (logged once per loss). */
+  private lost = false;
 
   constructor(private readonly opts: BatchApplierOptions) {
     this.reader = streamReader(opts.nats, opts.stream);
@@ -99,7 +113,7 @@ export class ProjectionBatchApplier {
     const contiguous = toSeq - fromSeq + 1 === seqs.length;
     if (!contiguous) {
       try {
-        fromSeq = Math.min(fromSeq, (await this.lowestApplied()) + 1);
+        fromSeq = Math.min(fromSeq, (await this.lowestApplied(fromSeq)) + 1);
       } catch (error) {
         // Redis did not answer: everything waits (failing the batch would use up deliveries).
         return this.isolate(null, own, verdicts, error);
@@ -113,7 +127,7 @@ export class ProjectionBatchApplier {
       if (!(error instanceof ProjectionGapError)) return this.isolate(failed.range, own, verdicts, error);
       // Some projection is behind the first message of the batch: start from where it stands.
       try {
-        await this.applySpan(Math.min(fromSeq, (await this.lowestApplied()) + 1), toSeq, own, failed);
+        await this.applySpan(Math.min(fromSeq, (await this.lowestApplied(fromSeq)) + 1), toSeq, own, failed);
       } catch (retryError) {
         return this.isolate(failed.range, own, verdicts, retryError);
       }
@@ -138,11 +152,22 @@ export class ProjectionBatchApplier {
   }
 
   private async apply(range: EventRange): Promise<void> {
-    await this.opts.projector.applyRange(range, {
+    const results = await this.opts.projector.applyRange(range, {
       beforeCommit: async (projection, events) => {
         if (projection === 'notices') await this.opts.publishNotices(events);
       },
     });
+    this.lost = false;
+    const notices = results['notices'];
+    if (notices) this.opts.onNoticesAt?.(notices.lastSeq);
+  }
+
+  /** A projection was found lost: log it once per loss and tell the caller (who rebuilds it). */
+  private reportLost(error: ProjectionLostError): void {
+    if (!this.lost)
+      this.opts.logger.warn('live applier found a projection lost from Redis: waiting for its rebuild', { projection: error.projection, seq: error.fromSeq });
+    this.lost = true;
+    this.opts.onLost?.(error);
   }
 
   /**
@@ -158,6 +183,12 @@ export class ProjectionBatchApplier {
     const waitAll = (from: number) => {
       for (const [seq, decoded] of own) if (seq >= from && !verdicts.has(decoded.msg)) verdicts.set(decoded.msg, { kind: 'later', delayMs: WAIT_BEHIND_MS });
     };
+    if (error instanceof ProjectionLostError) {
+      // Nothing was written: everything waits for the rebuild, using up no delivery.
+      this.reportLost(error);
+      waitAll(0);
+      return verdicts;
+    }
     if (range === null || error instanceof ProjectionGapError) {
       // The range could not even be assembled (stream or Redis unreachable): everything waits;
       // nothing uses up a delivery for it, and no later range can skip these events anyway.
@@ -176,6 +207,12 @@ export class ProjectionBatchApplier {
         next = step.seq + 1;
         continue;
       } catch (stepError) {
+        if (stepError instanceof ProjectionLostError) {
+          // Redis lost its data between two steps: what is left waits for the rebuild.
+          this.reportLost(stepError);
+          waitAll(step.seq);
+          break;
+        }
         const failing = own.get(step.seq);
         this.opts.logger.warn('projection event failed', {
           seq: step.seq,
@@ -261,7 +298,6 @@ export class ProjectionBatchApplier {
     return events;
   }
 
-  /** The lowest last applied seq over every projection. */
   /** Count one failure of the event at `seq` here; returns how many it has had. */
   private noteFailure(seq: number): number {
     const count = (this.failures.get(seq) ?? 0) + 1;
@@ -269,8 +305,15 @@ export class ProjectionBatchApplier {
     return count;
   }
 
-  private async lowestApplied(): Promise<number> {
+  /**
+   * The lowest last applied seq over every projection, for a batch whose messages start at
+   * `fromSeq`. A projection with no active generation there, past the stream's first event, was
+   * lost (its lastSeq of 0 would fold the whole history): {@link ProjectionLostError}.
+   */
+  private async lowestApplied(fromSeq: number): Promise<number> {
     const statuses = await this.opts.projector.status();
+    const lost = statuses.find((status) => status.activeGeneration === null);
+    if (lost && fromSeq > 1) throw new ProjectionLostError(lost.projection, fromSeq);
     return Math.min(...statuses.map((status) => status.lastSeq));
   }
 

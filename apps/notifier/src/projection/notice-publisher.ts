@@ -34,7 +34,9 @@ const NOTICE_EVENTS = new Set(['run.notice_emitted', 'mesh.notice_emitted']);
  * above the `notices` projection's last applied sequence, and the projection records it right
  * after (in the same projector pass). So replays, redeliveries of an event already applied, and
  * rebuilds never publish a notice again; only a crash between the publish and the projection's
- * commit publishes it twice. Subscribers dedupe on the pair (`project`, `notice_id`) — notice ids
+ * commit publishes it twice. A `notices` projection Redis lost is never re-applied from the
+ * stream's start here: it is rebuilt (publishing nothing) up to what was published before the
+ * loss, and the applier publishes from there (`ProjectionApplier`). Subscribers dedupe on the pair (`project`, `notice_id`) — notice ids
  * repeat across projects — which each message carries in its body and in its `Baton-Project` and
  * `Baton-Notice-Id` headers.
  */

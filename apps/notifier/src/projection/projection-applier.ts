@@ -1,7 +1,14 @@
 import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap } from '@nestjs/common';
 import { Subjects } from '@baton/contracts';
 import { DlqSources, batonStreamNames, provision, runConsumer, type ConsumerRunner } from '@baton/eventstore';
-import { eventsStreamMark, jetStreamReplaySource, RebuildAbortedError, type BatonProjector, type RebuildOptions, type ReplaySource } from '@baton/projections';
+import {
+  eventsStreamMark,
+  jetStreamReplaySource,
+  RebuildAbortedError,
+  type BatonProjector,
+  type EnsureCurrentOptions,
+  type ReplaySource,
+} from '@baton/projections';
 import { RUNTIME, type ServiceConfig, type ServiceRuntime } from '@baton/platform';
 import { NOTIFIER_CONFIG, type NotifierConfig } from '../notifier.config';
 import { AppliedEvents } from './applied-events';
@@ -40,6 +47,13 @@ export const PROJECTION_BATCH = 256;
  * recreated), and is rebuilt from this one and swapped in over the stale generation. The rebuild hands over to the live applier like any other
  * (the swap waits until the shadow has applied what the live side has), and several notifier
  * instances doing it at once are safe (one swap wins, the others drop their shadow).
+ *
+ * A loss under live traffic is usually found first by the live applier (its range finds no active
+ * generation): it writes nothing, its messages wait, and the same check runs at once instead of at
+ * the next tick. The lost `notices` projection is rebuilt only up to what was published before the
+ * loss ({@link noticesThrough}, or the consumer's ack floor if higher): the live applier then
+ * applies the events after it, publishing the notices the loss kept it from publishing — and none
+ * of the history again.
  */
 @Injectable()
 export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -50,6 +64,12 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
   private stopping = false;
   /** Aborts a rebuild still running at shutdown (it swaps nothing and drops its shadows). */
   private readonly shutdown = new AbortController();
+  private source: ReplaySource | null = null;
+  /**
+   * The highest stream sequence whose notice is known published (this process published it, or
+   * the `notices` projection was seen holding it): where a lost `notices` projection is rebuilt to.
+   */
+  private noticesThrough = 0;
 
   constructor(
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime<ServiceConfig>,
@@ -74,7 +94,10 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
       onUndecodable: (seq, subject, rejection) =>
         logger.warn('rebuild skipped an undecodable event', { seq, subject, code: rejection.code, reason: rejection.message }),
     });
+    this.source = source;
     await this.ensureCurrent(source, 'at start');
+    const notices = (await this.projector.status()).find((status) => status.projection === 'notices');
+    this.noticesThrough = Math.max(this.noticesThrough, notices?.lastSeq ?? 0);
     const stream = batonStreamNames(prefix).events;
     const batches = new ProjectionBatchApplier({
       projector: this.projector,
@@ -83,7 +106,13 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
       stream,
       prefix,
       maxDeliver: config.BATON_MAX_DELIVER,
-      publishNotices: async (events) => void (await this.notices.publishUnapplied(events)),
+      publishNotices: async (events) => {
+        await this.notices.publishUnapplied(events);
+        this.noticesThrough = Math.max(this.noticesThrough, events.at(-1)?.seq ?? 0);
+      },
+      onNoticesAt: (seq) => (this.noticesThrough = Math.max(this.noticesThrough, seq)),
+      // Found by the live applier first: rebuild now, not at the next tick.
+      onLost: () => this.check(),
       onApplied: (event) => {
         const failed = this.applied.publish(event);
         if (failed > 0) logger.warn('an applied-event listener threw', { seq: event.seq, event_id: event.id, listeners: failed });
@@ -135,12 +164,29 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
     logger.info('projection consumer started', { stream, durable: PROJECTION_DURABLE });
     const every = this.config.NOTIFIER_PROJECTION_CHECK_MS;
     if (every > 0 && !this.stopping) {
-      this.checkTimer = setInterval(() => {
-        if (this.checking || this.stopping) return; // a rebuild still running is not started twice
-        this.checking = this.ensureCurrent(source, 'after start').finally(() => (this.checking = null));
-      }, every);
+      this.checkTimer = setInterval(() => this.check(), every);
       this.checkTimer.unref();
     }
+  }
+
+  /** Run the check after start now, unless one is running (a rebuild is not started twice) or the notifier stops. */
+  private check(): void {
+    if (this.checking || this.stopping || !this.source) return;
+    this.checking = this.ensureCurrent(this.source, 'after start').finally(() => (this.checking = null));
+  }
+
+  /**
+   * Where a lost `notices` projection is rebuilt to: the highest sequence whose notice is known
+   * published — by this process, or acknowledged on the shared consumer (every projection, notices
+   * included, had applied it) — so that the events after it get their notices from the live applier.
+   */
+  private async noticesBound(): Promise<number> {
+    const { nats, config } = this.runtime;
+    const ackFloor = await nats.jsm.consumers.info(batonStreamNames(config.BATON_PREFIX).events, PROJECTION_DURABLE).then(
+      (info) => info.ack_floor.stream_seq,
+      () => 0,
+    );
+    return Math.max(this.noticesThrough, ackFloor);
   }
 
   /**
@@ -156,7 +202,7 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
         () => null,
       );
       let logged = 0;
-      const options: RebuildOptions = {
+      const options: EnsureCurrentOptions = {
         by: config.BATON_INSTANCE ?? 'notifier',
         signal: this.shutdown.signal,
         // Half the CLI's chunk and caches: the rebuild fits the service's small heap
@@ -165,6 +211,9 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
         stateCacheSize: 2_048,
         itemCacheSize: 2_048,
         ...(stream ? { targetSeq: stream.last_seq, totalEvents: stream.messages } : {}),
+        // Lost after start: `notices` up to what was published (at start nothing is bounded: a
+        // notifier starting on an empty Redis cannot tell a loss from a new deployment).
+        ...(when === 'after start' ? { lostUntil: async () => ({ notices: await this.noticesBound() }) } : {}),
         onProgress: (progress) => {
           if (progress.elapsedMs - logged < 10_000) return;
           logged = progress.elapsedMs;
@@ -188,6 +237,10 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
           reason: rebuilt.reason,
           status: rebuilt.result.status,
           ...(rebuilt.result.status === 'swapped' ? { last_seq: rebuilt.result.lastSeq } : {}),
+          // A lost `notices` rebuilt up to what was published: the live applier publishes from here.
+          ...(rebuilt.projection === 'notices' && rebuilt.reason === 'no_active_generation' && when === 'after start' && rebuilt.result.status === 'swapped'
+            ? { notices_from_seq: rebuilt.result.lastSeq + 1 }
+            : {}),
         };
         if (rebuilt.reason === 'stream_replaced')
           logger.error('projection was built from another events stream (recreated, its sequences started again): rebuilt from this one', fields);

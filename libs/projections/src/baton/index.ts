@@ -30,6 +30,7 @@ export {
   createBatonProjector,
   type BatonProjector,
   type BatonProjectorOptions,
+  type EnsureCurrentOptions,
   type EnsureCurrentResult,
   type EventsStreamMark,
   type RebuildReason,
@@ -49,4 +50,4 @@ export {
 export { createBatonViews, type BatonViews, type InboxQuery, type ScopedKind, type StopQuery, type StopRecord } from './views';
 export { projectRef, parseProjectRef, idLookupMember, idLookupRange, type ProjectRef } from './refs';
 export { eventsStreamMark, jetStreamReplaySource, type JetStreamReplayOptions } from './replay';
-export { RangeFold, ProjectionGapError, type EventRange, type RangeHooks, type RangeApplyResult } from './range';
+export { RangeFold, ProjectionGapError, ProjectionLostError, type EventRange, type RangeHooks, type RangeApplyResult } from './range';

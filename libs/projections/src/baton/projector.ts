@@ -42,6 +42,19 @@ export interface BatonProjectorOptions {
 /** Why a projection was rebuilt at start. */
 export type RebuildReason = 'no_active_generation' | 'version_changed' | 'stream_replaced';
 
+/** Options of {@link BatonProjector.ensureCurrent}: a rebuild's, and bounds for lost projections. */
+export interface EnsureCurrentOptions extends RebuildOptions {
+  /**
+   * Per projection name, the last sequence to fold when it is rebuilt because it has no active
+   * generation (`no_active_generation`: Redis lost it); the live applier applies the events after
+   * it. Called with those projections' names once the rebuild holds the projector (no `applyRange`
+   * runs meanwhile, so nothing the live applier does after the call can be missed by it). The
+   * notifier bounds `notices` at what it had published before the loss, so that the events the
+   * loss kept it from applying get their notices from the live applier and the others none again.
+   */
+  lostUntil?: (projections: readonly string[]) => Promise<Readonly<Record<string, number>>>;
+}
+
 export interface EnsureCurrentResult {
   projection: string;
   reason: RebuildReason;
@@ -72,7 +85,7 @@ export interface BatonProjector {
    * Throws on the first failed rebuild, e.g. `ShadowLostError` when Redis lost its data mid-rebuild;
    * calling it again rebuilds what is still missing.
    */
-  ensureCurrent(source: ReplaySource, options?: RebuildOptions, stream?: () => Promise<EventsStreamMark | null>): Promise<EnsureCurrentResult[]>;
+  ensureCurrent(source: ReplaySource, options?: EnsureCurrentOptions, stream?: () => Promise<EventsStreamMark | null>): Promise<EnsureCurrentResult[]>;
   /**
    * The projections built from an events stream that is gone (recreated: another stream under the
    * same name, its sequences started again), which a rebuild must replace (`replaceAhead`). Each
@@ -252,14 +265,22 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
       }
       if (stale.length === 0) return [];
       const replaced = stale.some(({ reason }) => reason === 'stream_replaced');
+      const { lostUntil, ...options } = rebuildOptions ?? {};
+      const lost = stale.filter(({ reason }) => reason === 'no_active_generation').map(({ projection }) => projection.name);
       // Rebuild the stale ones together over one read of the stream.
-      const results = await serial(() =>
-        rebuildList(
+      const results = await serial(async () => {
+        const bounds = lostUntil && lost.length > 0 ? await lostUntil(lost) : {};
+        const untilSeq = Object.fromEntries(Object.entries(bounds).filter(([name]) => lost.includes(name)));
+        return rebuildList(
           stale.map(({ projection }) => projection),
           source,
-          replaced ? { ...rebuildOptions, replaceAhead: true } : rebuildOptions,
-        ),
-      );
+          {
+            ...options,
+            ...(replaced ? { replaceAhead: true } : {}),
+            ...(Object.keys(untilSeq).length > 0 ? { untilSeq } : {}),
+          },
+        );
+      });
       return stale.map(({ projection, reason }) => ({ projection: projection.name, reason, result: results[projection.name] as RebuildResult }));
     },
     async rebuild(name, source, rebuildOptions) {

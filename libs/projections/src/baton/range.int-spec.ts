@@ -2,7 +2,7 @@ import { diffSnapshots } from '../snapshot';
 import { createProjectionStore, type ProjectionStore, type SequencedEvent } from '../store';
 import { redisFixture, type RedisFixture } from '../test-support';
 import { createBatonProjector, type BatonProjector } from './projector';
-import { ProjectionGapError } from './range';
+import { ProjectionGapError, ProjectionLostError } from './range';
 import { scenarioLog } from './scenario';
 
 const PROJECTIONS = ['inbox', 'stops', 'handoffs', 'runs', 'notices'];
@@ -141,5 +141,50 @@ describe('range apply: several appliers at once (real Redis)', () => {
     await expect(projector.applyRange({ fromSeq: 7, toSeq: 9, events: log.slice(6, 9) })).rejects.toBeInstanceOf(ProjectionGapError);
     expect(diffSnapshots(before, await fx.store.snapshot('handoffs'))).toEqual([]);
     expect((await fx.store.snapshot('handoffs')).lastSeq).toBe(4);
+  });
+
+  it('projections Redis lost (no active generation) under a range past the first event: refused with ProjectionLostError, nothing written; ensureCurrent rebuilds them with no active generation before the swap, `notices` up to its lostUntil bound, and the next range gives `notices` only the events after it', async () => {
+    const projector = createBatonProjector({ store: fx.store });
+    const half = Math.floor(log.length / 2);
+    await applyDelivered(fx, projector, half);
+    // What a FLUSHALL does to this keyspace (one UNLINK is atomic).
+    const keys: string[] = [];
+    for await (const batch of fx.handle.client.scanStream({ match: `${fx.prefix}:*`, count: 500 })) keys.push(...(batch as string[]));
+    await fx.handle.client.unlink(...keys);
+
+    const next = { fromSeq: half + 1, toSeq: half + 3, events: log.slice(half, half + 3) };
+    await expect(projector.applyRange(next)).rejects.toBeInstanceOf(ProjectionLostError);
+    const left: string[] = [];
+    for await (const batch of fx.handle.client.scanStream({ match: `${fx.prefix}:*`, count: 500 })) left.push(...(batch as string[]));
+    expect(left).toEqual([]);
+
+    const bound = half - 2;
+    const activeDuringRebuild: Array<number | null> = [];
+    const source = (fromSeq: number) =>
+      (async function* () {
+        activeDuringRebuild.push(await fx.store.activeGeneration('notices'), await fx.store.activeGeneration('runs'));
+        for (const event of log) if (event.seq >= fromSeq) yield event;
+      })();
+    const asked: string[][] = [];
+    const rebuilt = await projector.ensureCurrent(source, {
+      lostUntil: async (names) => {
+        asked.push([...names]);
+        return { notices: bound };
+      },
+    });
+    expect(asked).toEqual([PROJECTIONS]);
+    expect(activeDuringRebuild.every((generation) => generation === null)).toBe(true);
+    expect(rebuilt.map((r) => [r.projection, r.reason, r.result.status])).toEqual(PROJECTIONS.map((name) => [name, 'no_active_generation', 'swapped']));
+    const lastSeqs = Object.fromEntries(rebuilt.map((r) => [r.projection, r.result.status === 'swapped' ? r.result.lastSeq : -1]));
+    expect(lastSeqs).toEqual({ inbox: log.length, stops: log.length, handoffs: log.length, runs: log.length, notices: bound });
+
+    // The live applier goes on from `notices`: only it applies the events after its bound.
+    const given: Record<string, number[]> = {};
+    await projector.applyRange(
+      { fromSeq: bound + 1, toSeq: log.length, events: log.slice(bound) },
+      { beforeCommit: async (name, events) => void (given[name] = events.map((e) => e.seq)) },
+    );
+    expect(given).toEqual({ notices: log.slice(bound).map((e) => e.seq) });
+    await expectSameAsReference();
   });
 });

@@ -50,6 +50,24 @@ export class ProjectionGapError extends ProjectionError {
   }
 }
 
+/**
+ * The projection has no active generation while the range starts past the stream's first event:
+ * the events before the range were applied (their messages delivered and acknowledged) into a
+ * generation Redis no longer holds (a flush, a restart without persistence, a failover to an empty
+ * replica). Applying the range from an empty keyspace would rebuild it event by event as if the
+ * deployment were new, repeating every side effect of the applier (the notifier's notices) for the
+ * whole history: nothing is written; the projection is the rebuild's to restore.
+ */
+export class ProjectionLostError extends ProjectionError {
+  constructor(
+    readonly projection: string,
+    readonly fromSeq: number,
+  ) {
+    super(`projection ${projection} has no active generation (Redis lost it); a range from #${fromSeq} waits for its rebuild`);
+    this.name = 'ProjectionLostError';
+  }
+}
+
 /** Most commits one range tries before giving up while other appliers keep moving the projection. */
 const MAX_ATTEMPTS = 8;
 
@@ -64,6 +82,8 @@ const MAX_ATTEMPTS = 8;
  * - a range must start at most one past the projection's last applied seq
  *   ({@link ProjectionGapError} otherwise), so a commit never leaves a hole that the seq guard
  *   would later skip: the last applied seq always means "everything up to here";
+ * - a range past the stream's first event never creates the active generation
+ *   ({@link ProjectionLostError}): a projection that has none there was lost, not new;
  * - folded states are cached between ranges and trusted only while the projection still stands
  *   exactly where this applier's last commit left it.
  */
@@ -108,6 +128,7 @@ export class RangeFold {
       // moved it, the commit writes nothing and the next attempt reads.
       const trusted = attempt === 0 && first.length === 0 && this.validAt !== null && this.validAt.lastSeq === range.fromSeq - 1;
       const loaded = trusted && this.validAt !== null ? { ...this.validAt, values: [] } : await this.store.load(fp.name, first);
+      if (loaded.generation === null && range.fromSeq > 1) throw new ProjectionLostError(fp.name, range.fromSeq);
       if (loaded.lastSeq >= range.toSeq) return { projection: fp.name, status: 'current', lastSeq: loaded.lastSeq, events: 0, retries };
       if (loaded.lastSeq < range.fromSeq - 1) throw new ProjectionGapError(fp.name, loaded.lastSeq, range.fromSeq);
       const priors = new Map<string, JsonValue | null>();
