@@ -153,7 +153,7 @@ async function ensureNats() {
   if (running !== null) {
     const at = new URL(running.url);
     if (await reachable(at.hostname, at.port)) {
-      console.error(`[start] the platform of this checkout is already running (NATS at ${running.url}, ${path.join(natsDir, 'local.json')}); stop it first`);
+      console.error(`[start] error (already_running): the platform of this checkout is already running (NATS at ${running.url}, ${path.join(natsDir, 'local.json')}); stop it first`);
       process.exit(1);
     }
   }
@@ -200,6 +200,17 @@ async function ensureNats() {
   const child = spawn(bin, ['-c', summary.server_config], { stdio: ['ignore', 'pipe', 'pipe'] });
   logNatsServer(child);
   servers.push(child);
+  // Its nats-server exiting while the platform runs (killed, crashed, stopped by hand) stops the
+  // platform, as a service exiting does: npm start is no supervisor, and a server it restarted
+  // behind the services' backs would hide why it went. The services' reconnect attempts in the
+  // meantime are logged by each (`NATS connection lost`).
+  child.on('exit', (code, signal) => {
+    if (stopping) return;
+    console.error(
+      `[start] error (nats_server_exited): its nats-server (pid ${child.pid}) exited (${signal ? `signal ${signal}` : `code ${code}`}); its log: ${natsLog}; stopping the platform`,
+    );
+    shutdown(1);
+  });
   try {
     await waitFor(nats.connect, nats.port, 'nats-server');
   } catch (error) {

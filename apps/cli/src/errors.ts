@@ -103,6 +103,8 @@ export const CliWarningCode = {
   serverConfigNotUpdated: 'server_config_not_updated',
   /** `creds` issued new credentials without `--rotate`: the principal's earlier ones stay valid. */
   earlierCredsValid: 'earlier_creds_valid',
+  /** `creds revoke`, `creds … --rotate`: local.json names npm start's nats-server at a pid where none runs (`details`: pid, log). */
+  localServerNotRunning: 'local_server_not_running',
 } as const;
 export type CliWarningCode = (typeof CliWarningCode)[keyof typeof CliWarningCode];
 

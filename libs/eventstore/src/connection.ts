@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { connect, credsAuthenticator, headers as natsHeaders, type JetStreamClient, type JetStreamManager, type MsgHdrs, type NatsConnection } from 'nats';
 import { inboxParts } from '@baton/contracts';
 import { decodeJwtClaims, jwtOfCreds } from './auth/jwt';
-import { CredentialsRefused, PermissionDenied } from './errors';
+import { ConnectionClosed, CredentialsRefused, PermissionDenied, type ConnectionCloseReason } from './errors';
 import { skipSettledCancelErrors } from './settled-requests';
 import { patternWithin } from './subject-patterns';
 import { coalesceWrites } from './write-coalescing';
@@ -28,9 +28,17 @@ export interface NatsConnectOptions {
   token?: string;
   /**
    * A `.creds` file (user JWT + nkey seed, see `baton creds`): the server decides who this
-   * connection is and what it may publish and subscribe. Read once at connect.
+   * connection is and what it may publish and subscribe. Read at connect and again at every
+   * reconnect ({@link credsFileReader}): credentials rotated into the same path (`baton creds …
+   * --rotate`) are what the connection presents after the server's reload.
    */
   credsFile?: string;
+  /**
+   * How often the client pings the server, in ms (the client's default: 2 minutes). After two
+   * unanswered pings the connection counts as lost and reconnects: a server that stopped answering
+   * (frozen, a dead peer behind a NAT) is noticed within about three intervals.
+   */
+  pingIntervalMs?: number;
   /**
    * Prefix of this connection's reply inboxes (request replies, publish acks, pulled messages).
    * Every principal has its own (`inboxPrefixOf` in @baton/contracts) and may subscribe only
@@ -61,8 +69,12 @@ export interface NatsHandle {
   drain(): Promise<void>;
   /** Close at once, dropping anything pending. Safe to call twice. */
   close(): Promise<void>;
-  /** Resolves when the connection is closed, with the error that closed it if any. */
-  readonly closed: Promise<void | Error>;
+  /**
+   * Resolves when the connection is closed: with nothing when it was closed or drained on purpose,
+   * with a {@link ConnectionClosed} (its `reason` typed) when the client gave up on it — the
+   * server revoked or refused its credentials, or no server could be reached any more.
+   */
+  readonly closed: Promise<void | ConnectionClosed>;
 }
 
 export const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
@@ -133,6 +145,80 @@ export function hasNatsCode(error: unknown, code: string): boolean {
   return false;
 }
 
+/** A credentials file's two blocks, as the NATS client reads them (`credsAuthenticator`). */
+const CREDS_BLOCK = /\s*(?:(?:[-]{3,}[^\n]*[-]{3,}\n)(.+)(?:\n\s*[-]{3,}[^\n]*[-]{3,}\n))/gi;
+
+/** Does `bytes` hold what the client needs from a credentials file: a JWT block, then a seed block? */
+function holdsCreds(bytes: Uint8Array): boolean {
+  const text = new TextDecoder().decode(bytes);
+  CREDS_BLOCK.lastIndex = 0;
+  const jwt = CREDS_BLOCK.exec(text);
+  const seed = jwt === null ? null : CREDS_BLOCK.exec(text);
+  CREDS_BLOCK.lastIndex = 0;
+  return jwt !== null && seed !== null;
+}
+
+/**
+ * The credentials a connection presents, read from `file` each time the client authenticates (the
+ * first connect and every reconnect): a file rewritten at the same path — `baton creds … --rotate`
+ * writes the new credentials where the old ones were — is used from the next reconnect on, with no
+ * restart. Reading a file of a few hundred bytes once per connection attempt costs nothing. A file
+ * that cannot be read, or does not hold a JWT and a seed (caught mid-write, or removed), does not
+ * replace the last content that did: the connection keeps presenting that, and the server decides.
+ */
+export function credsFileReader(file: string, initial: Uint8Array): () => Uint8Array {
+  let good = initial;
+  return () => {
+    try {
+      const read = readFileSync(file);
+      if (holdsCreds(read)) good = read;
+    } catch {
+      // Keep the last good content: the server refuses it if it no longer holds.
+    }
+    return good;
+  };
+}
+
+/** What the server said about the credentials before the client gave up: revoked, or expired. */
+interface CredentialsNews {
+  revoked: boolean;
+  expired: boolean;
+  said: string | null;
+}
+
+/** The typed form of the error the NATS client closed a connection with, or undefined for a close on purpose. */
+function closedBy(error: Error | void, news: CredentialsNews, credsFile: string | null): ConnectionClosed | undefined {
+  if (!(error instanceof Error)) return undefined;
+  const code = (error as { code?: unknown }).code;
+  const natsCode = typeof code === 'string' ? code : null;
+  const text = `${error.message} ${news.said ?? ''}`;
+  const file = credsFile !== null ? `the credentials file ${credsFile}` : 'its credentials';
+  let reason: ConnectionCloseReason;
+  let why: string;
+  if (news.revoked || /revoked/i.test(error.message)) {
+    reason = 'credentials_revoked';
+    why = `the server revoked ${file} (${news.said ?? error.message}) and it holds no credentials the server accepts: issue new ones (baton creds … --rotate writes them to the same path) and restart the process`;
+  } else if (hasNatsCode(error, 'AUTHENTICATION_EXPIRED') || hasNatsCode(error, 'ACCOUNT_EXPIRED') || news.expired || /expired/i.test(text)) {
+    reason = 'credentials_expired';
+    why = `${file} expired (${error.message}): issue new ones (baton creds) and restart the process`;
+  } else if (natsRefusedCredentials(error)) {
+    reason = 'credentials_refused';
+    why = `the server refused ${file} on reconnect (${error.message}): unknown to it, revoked, or another deployment's`;
+  } else if (
+    natsCode === 'CONNECTION_REFUSED' ||
+    natsCode === 'TIMEOUT' ||
+    natsCode === 'DISCONNECT' ||
+    /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH/.test(error.message)
+  ) {
+    reason = 'reconnects_exhausted';
+    why = `no server could be reached within the reconnect attempts allowed (${error.message})`;
+  } else {
+    reason = 'error';
+    why = error.message;
+  }
+  return new ConnectionClosed(reason, natsCode, credsFile, `the NATS client closed the connection and will not reconnect: ${why}`, { cause: error });
+}
+
 /**
  * Connect to NATS and open JetStream. Fails (rejects) if the server is unreachable on the first
  * attempt or JetStream is not enabled on it; afterwards the client reconnects on its own.
@@ -142,6 +228,7 @@ export async function connectNats(opts: NatsConnectOptions = {}): Promise<NatsHa
   const timeout = opts.timeoutMs ?? 5000;
   let authenticator: ReturnType<typeof credsAuthenticator> | undefined;
   if (opts.credsFile !== undefined) {
+    const file = opts.credsFile;
     let creds: Uint8Array;
     try {
       creds = readFileSync(opts.credsFile);
@@ -151,7 +238,7 @@ export async function connectNats(opts: NatsConnectOptions = {}): Promise<NatsHa
       });
     }
     if (opts.inboxPrefix !== undefined) checkInboxAllowed(creds, opts.inboxPrefix);
-    authenticator = credsAuthenticator(creds);
+    authenticator = credsAuthenticator(credsFileReader(file, creds));
   }
   const connection = await connect({
     servers,
@@ -159,6 +246,7 @@ export async function connectNats(opts: NatsConnectOptions = {}): Promise<NatsHa
     timeout: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
     reconnect: opts.reconnect ?? true,
     maxReconnectAttempts: -1,
+    ...(opts.pingIntervalMs !== undefined ? { pingInterval: opts.pingIntervalMs, maxPingOut: 2 } : {}),
     // Without this the client captures a stack trace (an Error and a timeout NatsError) for every
     // request and acked publish: about a tenth of a service's CPU under load. Errors keep their
     // message and code; only the caller's async stack is missing from them.
@@ -169,6 +257,25 @@ export async function connectNats(opts: NatsConnectOptions = {}): Promise<NatsHa
     ...(authenticator ? { authenticator } : {}),
     ...(opts.inboxPrefix !== undefined ? { inboxPrefix: opts.inboxPrefix } : {}),
   });
+  // What the server says about the credentials before a close (an -ERR on the open connection),
+  // which the error the client finally closes with ("Authorization Violation" on a reconnect) no
+  // longer tells. The status only carries the client's code (NATS_PROTOCOL_ERR for "User
+  // Authentication Revoked"); the server's text is the protocol's last error, read when there is
+  // one (an internal field of nats.js 2.x: without it the close is credentials_refused). A
+  // reconnect that succeeds forgets it.
+  const news: CredentialsNews = { revoked: false, expired: false, said: null };
+  const protocol = (connection as unknown as { protocol?: { lastError?: unknown } }).protocol;
+  void (async () => {
+    for await (const status of connection.status()) {
+      if (status.type === 'error') {
+        const last = protocol?.lastError;
+        const said = last instanceof Error ? last.message : String(status.data);
+        if (/revoked/i.test(said)) Object.assign(news, { revoked: true, said });
+        else if (/expired/i.test(said)) Object.assign(news, { expired: true, said });
+      } else if (status.type === 'reconnect') Object.assign(news, { revoked: false, expired: false, said: null });
+    }
+  })().catch(() => undefined);
+  const closed = connection.closed().then((error) => closedBy(error, news, opts.credsFile ?? null));
   if (opts.coalesceWrites ?? true) coalesceWrites(connection);
   skipSettledCancelErrors();
   let jsm: JetStreamManager;
@@ -183,7 +290,7 @@ export async function connectNats(opts: NatsConnectOptions = {}): Promise<NatsHa
     connection,
     js,
     jsm,
-    closed: connection.closed(),
+    closed,
     async drain() {
       if (connection.isClosed()) return;
       if (connection.isDraining()) {

@@ -42,6 +42,7 @@ export const EventStoreErrorCode = {
   eventUndecodable: 'event_undecodable',
   provisionFailed: 'provision_failed',
   unauthenticated: 'unauthenticated',
+  connectionClosed: 'connection_closed',
 } as const;
 export type EventStoreErrorCode = (typeof EventStoreErrorCode)[keyof typeof EventStoreErrorCode];
 
@@ -125,6 +126,36 @@ export class CredentialsRefused extends EventStoreError {
   ) {
     super(message, { ...options, code: EventStoreErrorCode.unauthenticated });
     this.name = 'CredentialsRefused';
+  }
+}
+
+/**
+ * Why the NATS client gave up on a connection for good ({@link ConnectionClosed}):
+ * `credentials_revoked` — the server revoked the credentials it was using ("User Authentication
+ * Revoked") and the file held no others; `credentials_expired` — the user JWT (or its account)
+ * expired; `credentials_refused` — the server refused the credentials on every reconnect
+ * ("Authorization Violation": unknown to it, revoked, another deployment's);
+ * `reconnects_exhausted` — no server could be reached within the reconnect attempts allowed;
+ * `error` — any other error the client closed on.
+ */
+export type ConnectionCloseReason = 'credentials_revoked' | 'credentials_expired' | 'credentials_refused' | 'reconnects_exhausted' | 'error';
+
+/**
+ * A NATS connection the client closed on its own and will not reconnect (what `NatsHandle.closed`
+ * resolves with). Everything on it has failed; a process holding it must open a new one — a
+ * service exits so that its supervisor starts it again. `natsCode` is the client's code for the
+ * last error, `credsFile` the credentials file the connection read (null for none).
+ */
+export class ConnectionClosed extends EventStoreError {
+  constructor(
+    readonly reason: ConnectionCloseReason,
+    readonly natsCode: string | null,
+    readonly credsFile: string | null,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, { ...options, code: EventStoreErrorCode.connectionClosed });
+    this.name = 'ConnectionClosed';
   }
 }
 

@@ -6,7 +6,7 @@
  * modular `@nats-io/*` client touches this library and the transport only. It loads no NestJS,
  * no prom-client and no OpenTelemetry SDK (only `@opentelemetry/api`): the agent SDK is built on it.
  */
-export { connectNats, DEFAULT_NATS_URL, hasNatsCode, headersFrom, natsRefusedCredentials } from './connection';
+export { connectNats, credsFileReader, DEFAULT_NATS_URL, hasNatsCode, headersFrom, natsRefusedCredentials } from './connection';
 export { publishUnderOwnId, type OwnIdAck } from './own-id-publish';
 export type { NatsConnectOptions, NatsHandle } from './connection';
 export { coalesceWrites, type WriteCoalescing } from './write-coalescing';
@@ -20,6 +20,8 @@ export {
   PermissionDenied,
   CredentialsRefused,
   type CredentialsProblem,
+  ConnectionClosed,
+  type ConnectionCloseReason,
   EventValidationError,
   EventDecodeError,
   ProvisionError,

@@ -2,6 +2,7 @@ export * from './config/config';
 export * from './logging/logger';
 export * from './health/health';
 export * from './service/runtime';
+export * from './service/connection-watch';
 export * from './service/bootstrap';
 export * from './service/utf8-body';
 export * from './service/deferred-body-error';

@@ -46,7 +46,9 @@ export interface BatonClientOptions {
   /**
    * This agent's NATS credentials file (`baton creds agent --project <p> --agent <name>`; default
    * `NATS_CREDS`). The server decides from it who this client is: it may publish only this agent's
-   * results and ledger commands and read only its own offers and replies. Ignored when `nats` is given.
+   * results and ledger commands and read only its own offers and replies. Read again at every
+   * reconnect: credentials rotated into the same path (`baton creds agent … --rotate`) are used
+   * once the server's reload closes the connection. Ignored when `nats` is given.
    */
   natsCreds?: string;
   /** An open connection to share (the caller keeps ownership: `close()` leaves it open). */

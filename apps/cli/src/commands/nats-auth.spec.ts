@@ -169,6 +169,13 @@ describe('baton creds revoke and --rotate', () => {
     const prose = await baton('creds', 'agent', '--project', 'p1', '--agent', 'a1', '--rotate');
     expect(prose.out).toContain('rotated: the earlier user key(s) of agent p1/a1 are revoked');
     expect(prose.out).toContain('nats-server --signal reload=<pid>');
+    // Where the new file is (the earlier one's path), and who picks it up without a restart: no
+    // "give the new file to the process", which a running process cannot be given.
+    expect(rotated.file).toBe(first.file);
+    expect(prose.out).toContain(`The new credentials are in ${rotated.file}, where the earlier ones were.`);
+    expect(prose.out).toContain('reads it again at every reconnect');
+    expect(prose.out).toContain('A process given another file (a copy elsewhere) is refused from the reload on');
+    expect(prose.out).not.toContain('Give the new file to the process');
   });
 
   it('revoke --project --agent revokes every key the agent was issued, removes its file and says how to apply it', async () => {
@@ -409,8 +416,27 @@ describe('baton creds revoke under npm start', () => {
       await local(pid);
       const run = await baton('creds', 'revoke', '--project', 'p1', '--agent', 'a1', '--json');
       expect({ pid, local_server: (JSON.parse(run.out) as { local_server: unknown }).local_server }).toEqual({ pid, local_server: null });
+      // Why none is named: local.json's pid runs no nats-server (restarted by hand), typed.
+      expect(JSON.parse(run.err)).toEqual({
+        warnings: [
+          {
+            code: 'local_server_not_running',
+            message: expect.stringContaining(`names npm start's nats-server as pid ${pid}, and no nats-server runs at that pid`),
+            details: { pid, log: 'x' },
+          },
+        ],
+      });
+      const prose = await baton('creds', 'revoke', '--project', 'p1', '--agent', 'a1');
+      expect(prose.err).toContain(`baton: warning: ${join(dir, 'local.json')} names npm start's nats-server as pid ${pid}`);
+      expect(prose.err).toContain('pgrep -a nats-server');
+      // --rotate (of a key still valid) says the same.
+      expect((await baton('creds', 'agent', '--project', 'p1', '--agent', 'a1')).code).toBe(0);
+      const rotated = await baton('creds', 'agent', '--project', 'p1', '--agent', 'a1', '--rotate', '--json');
+      expect(JSON.parse(rotated.err)).toMatchObject({ warnings: [{ code: 'local_server_not_running', details: { pid } }] });
     }
     await rm(join(dir, 'local.json'));
-    expect((await baton('creds', 'revoke', '--project', 'p1', '--agent', 'a1')).out).not.toContain('npm start runs');
+    const none = await baton('creds', 'revoke', '--project', 'p1', '--agent', 'a1');
+    expect(none.out).not.toContain('npm start runs');
+    expect(none.err).not.toContain('local.json');
   });
 });

@@ -330,25 +330,51 @@ function revokedJson(entry: RevokedUser): Record<string, unknown> {
 const APPLY =
   'reload every nats-server configured from this folder (copy auth.conf to each node of a cluster first): nats-server --signal reload=<pid>, or kill -HUP <pid>';
 
-/** The nats-server `npm start` runs from the deployment folder, as its local.json names it; null when none is running. */
-export function localServer(dir: string): { pid: number; log: string } | null {
+/** The nats-server `npm start` runs from the deployment folder, as its local.json names it. */
+export interface LocalServer {
+  pid: number;
+  log: string;
+}
+
+/**
+ * The nats-server `npm start` runs from the deployment folder, as its local.json names it: `running`
+ * null when none is (no local.json, or one without a server); `stale` when local.json names a pid
+ * where no nats-server runs any more (the server was stopped or restarted by hand, or npm start was
+ * killed and the pid is gone or another process's now).
+ */
+export function localServerOf(dir: string): { running: LocalServer | null; stale: LocalServer | null } {
   const server = readLocalDeployment(dir)?.natsServer;
-  if (server === undefined) return null;
+  if (server === undefined) return { running: null, stale: null };
   const { pid, log } = server;
+  const stale = { running: null, stale: { pid, log } };
   try {
     process.kill(pid, 0);
   } catch (error) {
     // EPERM: it runs, as another user.
-    if ((error as NodeJS.ErrnoException).code !== 'EPERM') return null;
+    if ((error as NodeJS.ErrnoException).code !== 'EPERM') return stale;
   }
   // A local.json left behind by an npm start that was killed may name a pid another process has
   // now: where /proc says what runs under it, only a nats-server is named.
   try {
-    if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() !== 'nats-server') return null;
+    if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() !== 'nats-server') return stale;
   } catch {
     // No /proc (not Linux): the pid alone.
   }
-  return { pid, log };
+  return { running: { pid, log }, stale: null };
+}
+
+/** The running nats-server npm start's local.json names, or null; warns (`local_server_not_running`) when it names one that is gone. */
+function localServer(ctx: CliContext, dir: string): LocalServer | null {
+  const { running, stale } = localServerOf(dir);
+  if (stale !== null) {
+    ctx.warn(
+      CliWarningCode.localServerNotRunning,
+      `${join(dir, 'local.json')} names npm start's nats-server as pid ${stale.pid}, and no nats-server runs at that pid (stopped or restarted by hand since npm start wrote it): reload the nats-server that runs now from this folder (pgrep -a nats-server finds its pid), or restart npm start`,
+      undefined,
+      { pid: stale.pid, log: stale.log },
+    );
+  }
+  return running;
 }
 
 /** What a revocation printed for people: the users, the files, and how to apply it. */
@@ -366,13 +392,25 @@ function revocationProse(outcome: Revocation, afterwards: string, local: { pid: 
     `apply it: ${APPLY}`,
     ...(local !== null ? [`  npm start runs this folder's nats-server: nats-server --signal reload=${local.pid} (its log: ${local.log})`] : []),
     '  (docker compose: docker compose kill -s HUP nats). The reload refuses the revoked users and closes their',
-    "  open connections; nats-server 2.9 also closes every other client once, and Baton's services and the SDK",
-    '  reconnect by themselves. The server logs "Reloaded server configuration"; one that logs "Failed to reload',
+    "  open connections: Baton's services and the SDK reconnect with what their credentials file holds by then",
+    '  (they read it again at every reconnect); refused again, the client gives up and a service exits (69) for',
+    '  its supervisor to restart it. nats-server 2.9 also closes every other client once; they reconnect by',
+    '  themselves. The server logs "Reloaded server configuration"; one that logs "Failed to reload',
     '  server configuration: config reload not supported for …" (another operator JWT, listen, http or store_dir',
     '  than it started with) applied nothing, the revocation included: restart it instead (docs/identity.md,',
     '  "Revoking an agent\'s credentials").',
     afterwards,
     '',
+  ].join('\n');
+}
+
+/** What `creds … --rotate` tells people after the reload instructions: where the new file is, and who picks it up. */
+function rotatedAfterwards(file: string): string {
+  return [
+    `The new credentials are in ${file}, where the earlier ones were. A Baton service or SDK client given this path`,
+    '(NATS_CREDS, natsCreds) reads it again at every reconnect: after the reload it is back with the new key by',
+    'itself, no restart. A process given another file (a copy elsewhere) is refused from the reload on: copy the new',
+    'file over its file before the reload, or restart it with the new one.',
   ].join('\n');
 }
 
@@ -431,7 +469,7 @@ function revoke(args: ReturnType<typeof parseCommandArgs>, ctx: CliContext): Exi
   }
   const outcome = revokeUsers(deployment, keys);
   warnUnchangedServerConfig(ctx, outcome);
-  const local = localServer(deployment.dir);
+  const local = localServer(ctx, deployment.dir);
   if (flag(args, 'json')) {
     ctx.io.stdout.write(
       `${JSON.stringify(
@@ -486,7 +524,9 @@ nothing else, and nothing JetStream reads directly (docs/identity.md, "The agent
 Every issue makes a new user key, recorded (public key, principal, time) in <folder>/users.jsonl.
 Credentials issued before for the same principal STAY VALID until revoked: the command warns and
 names their keys. --rotate issues the new file and revokes every earlier key of the principal in
-the same step (apply it with a reload, below).
+the same step (apply it with a reload, below). The new file is written where the earlier one was:
+Baton's services and the SDK read their credentials file again at every reconnect, so a process
+given that path comes back with the new key after the reload; one given a copy elsewhere is refused.
 
 Give the file to the agent microservice as NATS_CREDS (the SDK's natsCreds option). Run
 \`baton nats-config\` first: a folder named by --dir or BATON_NATS_DIR that holds no deployment
@@ -515,7 +555,8 @@ Options:
   --json            print the file, principal and permissions as JSON (revoke: what was revoked,
                     { dir, principal, revoked: [{ user, principal, issued_at, revoked_at,
                     already_revoked }], removed_files, auth_conf, server_config, apply,
-                    local_server: { pid, log } of npm start's nats-server, or null)
+                    local_server: { pid, log } of npm start's nats-server, or null; a local.json
+                    naming a pid where no nats-server runs warns local_server_not_running)
 `,
   async run(argv, ctx) {
     const args = parseCommandArgs(
@@ -553,7 +594,7 @@ Options:
         : null;
     const stillValid = flag(args, 'rotate') ? [] : earlier.map((user) => user.user);
     if (rotated !== null) warnUnchangedServerConfig(ctx, rotated);
-    const local = rotated !== null ? localServer(deployment.dir) : null;
+    const local = rotated !== null ? localServer(ctx, deployment.dir) : null;
     if (stillValid.length > 0) {
       ctx.warn(
         CliWarningCode.earlierCredsValid,
@@ -574,7 +615,7 @@ Options:
     ctx.io.stdout.write(`${describePrincipal(principal)}: ${issued.file}\n  user ${issued.userPublicKey}; give it to the process as NATS_CREDS\n`);
     if (rotated !== null) {
       ctx.io.stdout.write(
-        `rotated: the earlier user key(s) of ${describePrincipal(principal)} are revoked\n${revocationProse(rotated, 'Give the new file to the process before the reload: the old one is refused from then on.', local)}`,
+        `rotated: the earlier user key(s) of ${describePrincipal(principal)} are revoked\n${revocationProse(rotated, rotatedAfterwards(issued.file), local)}`,
       );
     } else if (flag(args, 'rotate')) {
       ctx.io.stdout.write('rotated: no earlier credentials of it were valid, nothing to revoke\n');

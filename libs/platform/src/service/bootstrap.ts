@@ -24,6 +24,9 @@ export const ServiceConfigSchema = BaseConfigSchema.extend({
 });
 export type ServiceConfig = z.infer<typeof ServiceConfigSchema>;
 
+/** A service's exit code when the NATS client gave up on its connection for good (EX_UNAVAILABLE). */
+export const EXIT_NATS_CLOSED = 69;
+
 export interface RunServiceOptions {
   /** `router`, `ledger`, `watchdog` or `notifier`. */
   service: string;
@@ -90,6 +93,7 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
     throw error;
   }
   installTracing();
+  let stopping: Promise<void> | null = null;
   const metrics = new BatonMetrics({ service: opts.service });
   const runtime = await createRuntime({
     service: opts.service,
@@ -101,6 +105,10 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
     onResumedCommand: (resumed) => metrics.commandsResumed.inc({ outcome: resumed.outcome }),
     // Named before anything connects: a start that then fails still says them.
     ignoredVariables: unknownOwnVariables(opts.service, opts.ownSettings ?? [], env),
+    // A connection the client gave up on (credentials revoked or refused on reconnect) leaves the
+    // service unable to do anything: the error line is written, and the process exits for its
+    // supervisor (npm start, docker compose, systemd) to notice and start it again.
+    connectionClosed: { stopping: () => stopping !== null, onClosed: () => process.exit(EXIT_NATS_CLOSED) },
   });
   metrics.watchFoldCache(() => runtime.store.foldCache());
   const logger: JsonLogger = runtime.logger;
@@ -162,7 +170,6 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
   logger.info(`${opts.service} ready`, { http: url, prefix: config.BATON_PREFIX });
   if (opts.afterStart) await opts.afterStart(app, runtime);
 
-  let stopping: Promise<void> | null = null;
   const stop = () =>
     (stopping ??= (async () => {
       // A service stopped in process (tests, the debug platform) leaves no handler behind.

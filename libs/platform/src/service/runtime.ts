@@ -15,6 +15,7 @@ import {
 import { createRedis, RedisHandle } from '@baton/projections';
 import { BaseConfig, StartupError, type UnknownVariable } from '../config/config';
 import { JsonLogger } from '../logging/logger';
+import { watchConnection, type ConnectionWatchOptions } from './connection-watch';
 
 /** Injection token for the {@link ServiceRuntime}. */
 export const RUNTIME = Symbol('BATON_RUNTIME');
@@ -60,7 +61,19 @@ export interface CreateRuntimeOptions<C extends BaseConfig> {
   wrapNats?: (handle: NatsHandle) => NatsHandle;
   /** Also told of every resumed command (after the runtime has logged it): metrics. */
   onResumedCommand?: (resumed: ResumedCommand) => void;
+  /**
+   * What to do when the NATS client gives up on the connection for good (a service exits), and how
+   * to tell a stop on purpose. Lost and restored connections are logged either way ({@link watchConnection}).
+   */
+  connectionClosed?: Pick<ConnectionWatchOptions, 'stopping' | 'onClosed'>;
 }
+
+/**
+ * How often a service pings NATS, ms: after two unanswered pings the connection counts as lost (a
+ * server that stopped answering without closing the socket is noticed in 20–30 s, not the client's
+ * default 4–6 minutes) and the client reconnects.
+ */
+export const SERVICE_NATS_PING_MS = 10_000;
 
 /**
  * The log line of a command the store found with its first events already stored: a plain retry
@@ -161,6 +174,7 @@ export async function createRuntime<C extends BaseConfig>(opts: CreateRuntimeOpt
     connected = await connectNats({
       servers: config.NATS_URL.split(',').map((url) => url.trim()),
       name: `baton-${instance}`,
+      pingIntervalMs: SERVICE_NATS_PING_MS,
       ...(config.NATS_CREDS !== undefined ? { credsFile: config.NATS_CREDS } : {}),
       ...(principal.success ? { inboxPrefix: inboxPrefixOf(config.BATON_PREFIX, { kind: 'svc', service: principal.data }) } : {}),
       ...(config.NATS_USER !== undefined ? { user: config.NATS_USER } : {}),
@@ -169,6 +183,10 @@ export async function createRuntime<C extends BaseConfig>(opts: CreateRuntimeOpt
   } catch (error) {
     throw natsStartupError(config, error);
   }
+  watchConnection(connected, logger, {
+    stopping: opts.connectionClosed?.stopping ?? (() => false),
+    onClosed: opts.connectionClosed?.onClosed ?? (() => undefined),
+  });
   const nats = opts.wrapNats ? opts.wrapNats(connected) : connected;
   const topology = batonTopology(config.BATON_PREFIX, {
     replicas: config.BATON_STREAM_REPLICAS,

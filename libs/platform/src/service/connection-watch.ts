@@ -1,0 +1,98 @@
+import type { ConnectionClosed, NatsHandle } from '@baton/eventstore';
+
+/** The logger calls the watch makes (a {@link JsonLogger} in a service). */
+export interface ConnectionLog {
+  info(message: string, fields: Record<string, unknown>): void;
+  warn(message: string, fields: Record<string, unknown>): void;
+  error(message: string, fields: Record<string, unknown>): void;
+}
+
+export interface ConnectionWatchOptions {
+  /** True once the process stops on purpose: a close then is its own drain, not a loss. */
+  stopping: () => boolean;
+  /** Called once, after the error line, when the client gives up on the connection for good. */
+  onClosed: (error: ConnectionClosed) => void;
+  /** While the connection stays down, a warn line every this many ms (default 30 000). */
+  stillDownEveryMs?: number;
+  /** At most this many lost / back lines per minute (default 10); the next one says how many were left out. */
+  linesPerMinute?: number;
+  now?: () => number;
+}
+
+/** How often a service says that NATS is still unreachable, ms. */
+export const STILL_DOWN_EVERY_MS = 30_000;
+/** How many lost / back lines a service writes a minute at most (a flapping link cannot flood the log). */
+export const CONNECTION_LINES_PER_MINUTE = 10;
+
+/**
+ * Say what happens to a service's NATS connection, from the client's status events: a warn when it
+ * is lost (`NATS connection lost`, with the server) and the client starts reconnecting, a warn
+ * every `stillDownEveryMs` while it stays down (with the attempts so far), an info when it is back
+ * (with `down_ms`). A link that flaps writes at most `linesPerMinute` of these a minute; the next
+ * line written carries `suppressed` (how many were left out). When the client gives up for good
+ * (credentials revoked or refused on reconnect, or no reconnect allowed) and the process is not
+ * stopping, an error line names the typed reason and `onClosed` runs: a service exits then, so its
+ * supervisor starts it again — a process whose connection is closed can do nothing.
+ */
+export function watchConnection(handle: Pick<NatsHandle, 'connection' | 'closed'>, log: ConnectionLog, opts: ConnectionWatchOptions): void {
+  const now = opts.now ?? Date.now;
+  const stillDownEveryMs = opts.stillDownEveryMs ?? STILL_DOWN_EVERY_MS;
+  const perMinute = opts.linesPerMinute ?? CONNECTION_LINES_PER_MINUTE;
+  let windowStart = now();
+  let written = 0;
+  let suppressed = 0;
+  /** Write a lost / back line unless this minute's budget is spent. */
+  const limited = (level: 'info' | 'warn', message: string, fields: Record<string, unknown>) => {
+    const at = now();
+    if (at - windowStart >= 60_000) {
+      windowStart = at;
+      written = 0;
+    }
+    if (written >= perMinute) {
+      suppressed++;
+      return;
+    }
+    written++;
+    const extra = suppressed > 0 ? { suppressed } : {};
+    suppressed = 0;
+    log[level](message, { ...fields, ...extra });
+  };
+
+  let downSince: number | null = null;
+  let attempts = 0;
+  let lastStillDown = 0;
+  void (async () => {
+    for await (const status of handle.connection.status()) {
+      if (status.type === 'disconnect') {
+        if (downSince !== null) continue;
+        downSince = now();
+        lastStillDown = downSince;
+        attempts = 0;
+        if (!opts.stopping()) limited('warn', 'NATS connection lost; reconnecting', { server: String(status.data) });
+      } else if (status.type === 'reconnecting') {
+        attempts++;
+        const at = now();
+        if (downSince !== null && at - lastStillDown >= stillDownEveryMs && !opts.stopping()) {
+          lastStillDown = at;
+          // Not rate-limited: at most one a `stillDownEveryMs`.
+          log.warn('NATS still unreachable; reconnecting', { down_ms: at - downSince, attempts, server: String(status.data) });
+        }
+      } else if (status.type === 'reconnect') {
+        const down = downSince === null ? null : now() - downSince;
+        downSince = null;
+        limited('info', 'NATS connection back', { server: String(status.data), down_ms: down, attempts });
+        attempts = 0;
+      }
+    }
+  })().catch(() => undefined);
+
+  void handle.closed.then((error) => {
+    if (error === undefined || opts.stopping()) return;
+    log.error(`NATS connection closed for good (${error.reason}): ${error.message}`, {
+      reason: error.reason,
+      nats_code: error.natsCode,
+      ...(error.credsFile !== null ? { creds_file: error.credsFile } : {}),
+    });
+    opts.onClosed(error);
+  });
+}
