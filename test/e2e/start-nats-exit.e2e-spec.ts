@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createRedis } from '@baton/projections';
 import { freePort, repoRoot } from '@baton/testing';
 import { waitFor } from '@baton/wait';
 
@@ -79,6 +80,15 @@ describe('npm start when its own nats-server exits', () => {
           // no deployment was made
         }
         rmSync(dir, { recursive: true, force: true });
+        // The projections the platform's notifier built under this test's prefix.
+        const redis = createRedis(redisUrl);
+        try {
+          for await (const batch of redis.client.scanStream({ match: `${env['BATON_PREFIX']}:*`, count: 1000 })) {
+            if ((batch as string[]).length > 0) await redis.client.unlink(...(batch as string[]));
+          }
+        } finally {
+          await redis.close();
+        }
       }
     },
     150_000,
