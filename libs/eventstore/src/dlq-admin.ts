@@ -158,6 +158,8 @@ export interface RedriveItem {
   seq: number;
   source: string;
   subject: string;
+  /** The letter's own reason (`Baton-Dlq-Reason`: why its consumer gave up on the message), whatever the redrive did with it. */
+  letterReason: string;
   /**
    * `redriven`: republished now; `duplicate`: the target stream had it already (same redrive msg
    * id, a redrive cut short before its marker); `skipped`: see `reason`; `planned`: dry run.
@@ -317,7 +319,7 @@ export class DlqAdmin {
   }
 
   private async redriveOne(letter: DeadLetterRecord, opts: RedriveOptions): Promise<RedriveItem> {
-    const base = { seq: letter.seq, source: letter.source, subject: letter.subject };
+    const base = { seq: letter.seq, source: letter.source, subject: letter.subject, letterReason: letter.reason };
     const skip = (reason: RedriveSkip, detail: string): RedriveItem => ({ ...base, status: 'skipped', reason, detail });
     if (letter.redriven) return skip(RedriveSkip.alreadyRedriven, 'a redrive marker names this letter');
     if (letter.truncated !== undefined) {

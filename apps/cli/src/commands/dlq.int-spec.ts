@@ -122,11 +122,19 @@ describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
     expect(table.out.match(/router-results/g)).toHaveLength(2);
     const shown = await baton('dlq', 'show', '3');
     expect(shown.out).toContain(`router-results (recorded as ${RESULTS_DURABLE})`);
-    const report = await json<{ items: Array<{ seq: number; status: string }> }>('dlq', 'redrive', '--source', 'router-results', '--json');
+    const report = await json<{ items: Array<{ seq: number; status: string; target_seq?: number; targetSeq?: number }> }>(
+      'dlq',
+      'redrive',
+      '--source',
+      'router-results',
+      '--json',
+    );
     expect(report.items.map((i) => [i.seq, i.status])).toEqual([
       [1, 'redriven'],
       [3, 'redriven'],
     ]);
+    // The inbox sequence it was republished at, snake_case as every --json field (and as before).
+    expect(report.items.every((i) => typeof i.target_seq === 'number' && i.target_seq === i.targetSeq)).toBe(true);
   });
 
   it('dlq show gives the reason, original subject, original headers and the original bytes (text, or base64 when not UTF-8)', async () => {
@@ -152,7 +160,7 @@ describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
   });
 
   type Report = {
-    items: Array<{ seq: number; status: string; reason?: string; detail?: string }>;
+    items: Array<{ seq: number; status: string; reason?: string; detail?: string; letter_reason: string; target_seq?: number; targetSeq?: number }>;
     redriven: number;
     skipped: number;
     duplicates: number;
@@ -184,6 +192,10 @@ describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
     const again = await json<Report>('dlq', 'redrive', '--json');
     expect(again).toMatchObject({ redriven: 0, skipped: 2 });
     expect(again.items.map((i) => i.reason)).toEqual(['already_redriven', 'core_request']);
+    // Each item says the letter's own reason too (why its consumer gave up), typed: no prose to parse.
+    expect(again.items.map((i) => i.letter_reason)).toEqual(['not_found', 'schema_violation']);
+    const planned = await json<Report>('dlq', 'redrive', '--dry-run', '--include-refused', '--json');
+    expect(planned.items.every((i) => typeof i.letter_reason === 'string')).toBe(true);
     expect(await inboxCount()).toBe(2);
     const listed = await json<Array<{ redriven: boolean }>>('dlq', 'list', '--json');
     expect(listed.map((l) => l.redriven)).toEqual([true, false]);

@@ -297,7 +297,13 @@ export const dlqCommand: Command = {
         );
         warnUnknownSource(ctx, args, report.items.length);
         if (flag(args, 'json')) {
-          printJson(ctx.io, report);
+          // snake_case as every --json field (targetSeq stays beside target_seq for scripts written against it).
+          const items = report.items.map(({ letterReason, ...item }) => ({
+            ...item,
+            letter_reason: letterReason,
+            ...(item.targetSeq !== undefined ? { target_seq: item.targetSeq } : {}),
+          }));
+          printJson(ctx.io, { ...report, items });
           return ExitCode.ok;
         }
         for (const item of report.items) {
