@@ -1,3 +1,4 @@
+import { readdirSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { getPriority } from 'node:os';
 import { randomBytes } from 'node:crypto';
@@ -292,6 +293,10 @@ describe('interrupted and killed rebuilds (real NATS and Redis)', () => {
     const { child, exited } = await replayUnderWay('pipe');
     // Run as its own process, it yields the CPU to the live services (BATON_REBUILD_NICE unset: 10).
     expect(getPriority(child.pid)).toBe(10);
+    // Every thread of it, not the main thread alone (V8's and libuv's threads too; nice is per thread on Linux).
+    const tasks = readdirSync(`/proc/${child.pid}/task`).map(Number);
+    expect(tasks.length).toBeGreaterThan(1);
+    expect(tasks.map((tid) => ({ tid, nice: getPriority(tid) }))).toEqual(tasks.map((tid) => ({ tid, nice: 10 })));
     // Whatever it writes from now on fails (EPIPE here; EIO on a real hung-up terminal).
     child.stdout?.destroy();
     child.stderr?.destroy();

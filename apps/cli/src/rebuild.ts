@@ -1,3 +1,4 @@
+import { readdirSync } from 'node:fs';
 import { getPriority, setPriority } from 'node:os';
 import { batonStreamNames, streamReader } from '@baton/eventstore';
 import {
@@ -639,10 +640,25 @@ export function yieldCpuToServices(ctx: CliContext): void {
   const nice = ctx.config().BATON_REBUILD_NICE;
   if (nice === undefined) return;
   try {
-    if (nice > getPriority(0)) setPriority(0, nice);
+    // On Linux a priority is a thread's: the process's other threads (V8's and libuv's, started
+    // before this) are lowered one by one; threads started later inherit the main thread's.
+    for (const thread of processThreads()) if (nice > getPriority(thread)) setPriority(thread, nice);
   } catch (error) {
     ctx.warn('nice_refused', `could not lower the CPU priority to nice ${nice} (BATON_REBUILD_NICE): ${(error as Error).message}`);
   }
+}
+
+/** This process's threads (`/proc/self/task` on Linux), the main thread first; elsewhere the process alone (0). */
+function processThreads(): number[] {
+  let tasks: number[];
+  try {
+    tasks = readdirSync('/proc/self/task')
+      .map(Number)
+      .filter((tid) => Number.isInteger(tid) && tid > 0);
+  } catch {
+    return [0];
+  }
+  return [0, ...tasks.filter((tid) => tid !== process.pid)];
 }
 
 /** The exit code of a command stopped by Ctrl-C (128 + SIGINT), as shells report it. */
