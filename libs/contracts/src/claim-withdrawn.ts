@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { AgentNameSchema, IdSchema, ProjectIdSchema } from './common';
 import type { HandoffEventType } from './handoff';
 import { inboxPrefixOf, projectAgentsInboxPrefix } from './principal';
+import { isUnder } from './subject-tokens';
 
 /*
  * A claim taken away from its agent — its handoff abandoned, failed or archived by someone else,
@@ -55,5 +56,9 @@ export function claimWithdrawnSubject(prefix: string, project: string, agent: st
 export function isAgentNoticeSubject(prefix: string, project: string, subject: string): boolean {
   const agents = `${projectAgentsInboxPrefix(prefix, project)}.`;
   if (!subject.startsWith(agents)) return false;
-  return subject.slice(agents.length).split('.')[1] === WITHDRAWN_TOKEN;
+  // The agent's token, then its notice subject: the subject itself or under it.
+  const end = subject.indexOf('.', agents.length);
+  if (end < 0) return false;
+  const notices = claimWithdrawnSubject(prefix, project, subject.slice(agents.length, end));
+  return subject === notices || isUnder(subject, notices);
 }

@@ -3,6 +3,7 @@ import {
   EDGE_REFUSAL_DETAIL_HEADER,
   EDGE_REFUSAL_HEADER,
   edgeAckSubject,
+  edgeAnswerForm,
   edgeApiPrefix,
   edgeBodyRefusal,
   edgeInputRefusal,
@@ -27,17 +28,25 @@ describe('the agent edge: what each edge subject stands for', () => {
     for (const rest of ['result.support', 'mesh_result.support', 'start', 'start.support', 'message', 'message.support', 'mesh_start', 'mesh_start.support']) {
       const route = parseEdgeSubject('baton', `baton.edge.acme.${rest}`, INBOX);
       const agent = rest.includes('.') ? 'support' : null;
-      expect(route).toEqual({ kind: 'input', project: 'acme', agent, target: `baton.in.acme.${rest}`, sender: agent === null ? 'acme' : 'acme/support' });
+      expect(route).toEqual({
+        kind: 'input',
+        inbox: rest.split('.')[0],
+        project: 'acme',
+        agent,
+        target: `baton.in.acme.${rest}`,
+        sender: agent === null ? 'acme' : 'acme/support',
+      });
     }
     for (const rest of ['answer', 'mesh_answer', 'stop', 'offer.support', 'result', 'nonsense', 'result.support.extra']) {
       expect({ rest, route: parseEdgeSubject('baton', `baton.edge.acme.${rest}`, INBOX) }).toEqual({
         rest,
-        route: { refused: expect.any(String), sender: expect.any(String), project: 'acme', agent: rest.includes('.') ? 'support' : null },
+        route: { refused: expect.any(String), sender: expect.any(String), answer: 'json', project: 'acme', agent: rest.includes('.') ? 'support' : null },
       });
     }
     expect(parseEdgeSubject('baton', 'other.edge.acme.result.support', INBOX)).toEqual({
       refused: expect.any(String),
       sender: expect.any(String),
+      answer: 'json',
       project: 'acme',
       agent: 'support',
     });
@@ -72,6 +81,7 @@ describe('the agent edge: what each edge subject stands for', () => {
     expect(parseEdgeSubject('baton', edgeAckSubject('baton', 'acme', 'support', v2), INBOX)).toEqual({
       refused: expect.any(String),
       sender: 'acme/support',
+      answer: 'status',
       project: 'acme',
       agent: 'support',
     });
@@ -79,6 +89,7 @@ describe('the agent edge: what each edge subject stands for', () => {
     expect(parseEdgeSubject('baton', edgeAckSubject('baton', 'acme', 'support', smuggled), INBOX)).toEqual({
       refused: expect.any(String),
       sender: 'acme/support',
+      answer: 'status',
       project: 'acme',
       agent: 'support',
     });
@@ -94,7 +105,14 @@ describe('the agent edge: what each edge subject stands for', () => {
     ]) {
       expect({ subject, route: parseEdgeSubject('baton', subject, INBOX) }).toEqual({
         subject,
-        route: { refused: expect.any(String), sender: 'acme/support', project: 'acme', agent: 'support' },
+        // What reads as a pull or an acknowledgement is answered with a status message; the rest as JetStream's API errors.
+        route: {
+          refused: expect.any(String),
+          sender: 'acme/support',
+          answer: /\.(CONSUMER\.MSG\.NEXT|ack)\./.test(subject) ? 'status' : 'json',
+          project: 'acme',
+          agent: 'support',
+        },
       });
     }
   });
@@ -178,6 +196,8 @@ describe('the agent edge: what each edge subject stands for', () => {
 
 describe('the agent edge: what it answers when it refuses', () => {
   const api = edgeApiPrefix('baton', 'acme', 'support');
+  /** How a refusal of what was published on `subject` is answered, as the relay reads it. */
+  const formOf = (subject: string) => edgeAnswerForm(parseEdgeSubject('baton', subject, INBOX));
 
   it('answers a publish, a CONSUMER.INFO call and a subject of another shape with a JetStream API error carrying the reason; a pull and an acknowledgement with an empty 400 status message and the reason in a header', () => {
     for (const subject of [
@@ -187,7 +207,7 @@ describe('the agent edge: what it answers when it refuses', () => {
       `${api}.STREAM.DELETE.${INBOX}`,
       'baton.edge.acme.nonsense',
     ]) {
-      const answer = edgeRefusalAnswer(subject, 'msg_id_mismatch', 'the id names project globex');
+      const answer = edgeRefusalAnswer(formOf(subject), 'msg_id_mismatch', 'the id names project globex');
       expect({ subject, answer }).toEqual({
         subject,
         answer: {
@@ -201,7 +221,7 @@ describe('the agent edge: what it answers when it refuses', () => {
       expect(EdgeRefusalReplySchema.safeParse(answer.form === 'json' ? answer.body : null).success).toBe(true);
     }
     for (const subject of [`${api}.CONSUMER.MSG.NEXT.${INBOX}.${durable}`, `baton.edge.acme.offers.support.ack.${INBOX}.${durable}.1.2.3.4.0`]) {
-      expect({ subject, answer: edgeRefusalAnswer(subject, 'schema_violation', 'a pull is a JSON object') }).toEqual({
+      expect({ subject, answer: edgeRefusalAnswer(formOf(subject), 'schema_violation', 'a pull is a JSON object') }).toEqual({
         subject,
         answer: {
           form: 'status',
@@ -215,7 +235,7 @@ describe('the agent edge: what it answers when it refuses', () => {
 
   it('says why in one line a header can carry, cut to its bound', () => {
     const answer = edgeRefusalAnswer(
-      `${api}.CONSUMER.MSG.NEXT.${INBOX}.${durable}`,
+      formOf(`${api}.CONSUMER.MSG.NEXT.${INBOX}.${durable}`),
       'schema_violation',
       `two\r\nlines\twith a \u0000 nul ${'x'.repeat(2_000)}`,
     );
@@ -223,7 +243,7 @@ describe('the agent edge: what it answers when it refuses', () => {
     expect(detail.startsWith('two lines with a ? nul x')).toBe(true);
     expect(detail).toHaveLength(EDGE_REFUSAL_DETAIL_CHARS);
     expect([...detail].filter((c) => c === '\r' || c === '\n' || c === '\u0000')).toEqual([]);
-    const json = edgeRefusalAnswer('baton.edge.acme.result.support', 'payload_too_large', 'y'.repeat(2_000));
+    const json = edgeRefusalAnswer(formOf('baton.edge.acme.result.support'), 'payload_too_large', 'y'.repeat(2_000));
     expect(json.form === 'json' && json.body.error.detail.length).toBe(EDGE_REFUSAL_DETAIL_CHARS);
   });
 
@@ -250,7 +270,7 @@ describe('the agent edge: what it answers when it refuses', () => {
   });
 
   it('reads the refusal back from the error a JetStream client throws (its api_error), and nothing else as one', () => {
-    const answer = edgeRefusalAnswer('baton.edge.acme.start', 'no_handler', 'names no inbox subject');
+    const answer = edgeRefusalAnswer(formOf('baton.edge.acme.start'), 'no_handler', 'names no inbox subject');
     const body = answer.form === 'json' ? answer.body : null;
     expect(edgeRefusalOf({ api_error: body?.error })).toEqual(body?.error);
     expect(edgeRefusalOf({ api_error: { code: 400, description: 'bad request', err_code: 10_003 } })).toBeNull();

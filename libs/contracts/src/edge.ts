@@ -28,6 +28,7 @@ import { parseSubject, SubjectTable } from './subjects';
 
 /** The inbox kinds an agent publishes (through the edge). */
 export const EdgeInputKinds = ['result', 'mesh_result', 'start', 'message', 'mesh_start'] as const;
+export type EdgeInputKind = (typeof EdgeInputKinds)[number];
 
 /**
  * Where an edge message goes, and who may have sent it. `sender` is whom the subject names
@@ -35,7 +36,7 @@ export const EdgeInputKinds = ['result', 'mesh_result', 'start', 'message', 'mes
  * against. The server's permissions pin an agent to its own edge subjects.
  */
 export type EdgeRoute =
-  | { kind: 'input'; project: string; agent: string | null; target: string; sender: string }
+  | { kind: 'input'; inbox: EdgeInputKind; project: string; agent: string | null; target: string; sender: string }
   | { kind: 'api'; project: string; agent: string; target: string; sender: string }
   | { kind: 'ack'; project: string; agent: string; target: string; sender: string; ack: EdgeAck };
 
@@ -57,6 +58,8 @@ export interface EdgeAck {
 export interface EdgeRefusal {
   refused: string;
   sender: string;
+  /** How a refusal of it is answered ({@link EdgeRefusalAnswer}): a status message for what reads as a pull or an acknowledgement. */
+  answer: EdgeAnswerForm;
   project: string;
   agent: string | null;
 }
@@ -89,7 +92,10 @@ export function parseEdgeSubject(prefix: string, subject: string, inboxStream: s
   const project = tokens[2] ?? '';
   const agent = tokens[4];
   const sender = agent === undefined ? project : `${project}/${agent}`;
-  const refused = (why: string): EdgeRefusal => ({ refused: why, sender, project, agent: agent ?? null });
+  // A pull or an acknowledgement (by its shape) is answered with a status message, as JetStream answers one.
+  const answer: EdgeAnswerForm =
+    tokens[3] === 'offers' && (tokens[5] === 'ack' || (tokens[5] === 'api' && tokens.slice(6, 9).join('.') === 'CONSUMER.MSG.NEXT')) ? 'status' : 'json';
+  const refused = (why: string): EdgeRefusal => ({ refused: why, sender, answer, project, agent: agent ?? null });
   if (!isPlainSubject(subject) || tokens[0] !== prefix || tokens[1] !== 'edge' || tokens.length < 4) {
     return refused(`${subject} is not <prefix>.edge.<project>.…`);
   }
@@ -99,7 +105,7 @@ export function parseEdgeSubject(prefix: string, subject: string, inboxStream: s
   if (parsed === null || parsed.name === 'unknown' || SubjectTable[parsed.name].area !== 'in' || !(EdgeInputKinds as readonly string[]).includes(tokens[3]!)) {
     return refused(`${subject} names no inbox subject an agent publishes (${EdgeInputKinds.join(', ')})`);
   }
-  return { kind: 'input', project, agent: agent ?? null, target, sender };
+  return { kind: 'input', inbox: tokens[3] as EdgeInputKind, project, agent: agent ?? null, target, sender };
 }
 
 function offersRoute(tokens: string[], project: string, inboxStream: string, subject: string, refused: (why: string) => EdgeRefusal): EdgeRoute | EdgeRefusal {
@@ -277,11 +283,13 @@ export const EdgeRefusalReplySchema = z.object({
 });
 export type EdgeRefusalReply = z.infer<typeof EdgeRefusalReplySchema>;
 
-/** The edge subject's tokens after `<project>.offers.<agent>.` name a pull or an acknowledgement: their answers are status messages. */
-function answersWithStatus(subject: string): boolean {
-  const tokens = subject.split('.');
-  if (tokens[3] !== 'offers') return false;
-  return tokens[5] === 'ack' || (tokens[5] === 'api' && tokens[6] === 'CONSUMER' && tokens[7] === 'MSG' && tokens[8] === 'NEXT');
+/** How a refusal is answered: `status` for a pull or an acknowledgement, `json` for the rest. */
+export type EdgeAnswerForm = 'json' | 'status';
+
+/** How a refusal of what `parseEdgeSubject` read is answered: as its route or refusal says. */
+export function edgeAnswerForm(read: EdgeRoute | EdgeRefusal): EdgeAnswerForm {
+  if ('refused' in read) return read.answer;
+  return read.kind === 'ack' || read.target.startsWith('$JS.API.CONSUMER.MSG.NEXT.') ? 'status' : 'json';
 }
 
 /** One line of at most {@link EDGE_REFUSAL_DETAIL_CHARS} characters, as a header value may hold. */
@@ -291,9 +299,9 @@ function oneLine(text: string): string {
 }
 
 /** The answer to an edge message on `subject` refused for `reason` (see {@link EdgeRefusalAnswer}); `issues`: the fields of a body refused. */
-export function edgeRefusalAnswer(subject: string, reason: EdgeRefusalReason, detail: string, issues?: readonly EdgeRefusalIssue[]): EdgeRefusalAnswer {
+export function edgeRefusalAnswer(form: EdgeAnswerForm, reason: EdgeRefusalReason, detail: string, issues?: readonly EdgeRefusalIssue[]): EdgeRefusalAnswer {
   const said = oneLine(detail);
-  if (answersWithStatus(subject)) {
+  if (form === 'status') {
     return {
       form: 'status',
       code: EDGE_REFUSAL_STATUS,
@@ -327,7 +335,7 @@ export interface EdgeInputRefusal {
  * workflow that does not exist, a claim — is the consumer's to decide.
  */
 export function edgeInputRefusal(route: Extract<EdgeRoute, { kind: 'input' }>, body: Uint8Array, msgId: string | undefined): EdgeInputRefusal | null {
-  const kind = route.target.split('.')[3] as (typeof EdgeInputKinds)[number];
+  const kind = route.inbox;
   const decoded = decodeInbound(body, InboxBodySchemas[kind]);
   if (!decoded.ok) {
     const { rejection } = decoded;

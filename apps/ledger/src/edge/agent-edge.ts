@@ -1,8 +1,10 @@
 import { Inject, Injectable, Optional, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import {
+  edgeAnswerForm,
   edgeBodyRefusal,
   edgeInputRefusal,
   edgeRefusalAnswer,
+  type EdgeRefusal,
   type EdgeRefusalIssue,
   foreignMsgId,
   Limits,
@@ -219,7 +221,7 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
    */
   private refuse(
     msg: CoreMessage,
-    sender: Pick<EdgeRoute, 'sender' | 'project' | 'agent'>,
+    sender: EdgeRoute | EdgeRefusal,
     route: EdgeRoute['kind'] | 'none',
     reason: EdgeRefusalReason | typeof DeadLetterReason.replyNotAllowed,
     detail: string,
@@ -247,7 +249,7 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
     this.metrics?.edgeMessages.inc({ route, outcome });
     if (reason === DeadLetterReason.replyNotAllowed || msg.reply === undefined) return;
     if (!mayAnswerRefusal(this.runtime.config.BATON_PREFIX, sender, msg.reply, this.checkReplies)) return;
-    const answer = edgeRefusalAnswer(msg.subject, reason, detail, issues);
+    const answer = edgeRefusalAnswer(edgeAnswerForm(sender), reason, detail, issues);
     if (answer.form === 'json') msg.answerOn(msg.reply, textEncoder.encode(JSON.stringify(answer.body)));
     else msg.answerOn(msg.reply, new Uint8Array(0), { status: { code: answer.code, description: answer.description }, headers: answer.headers });
   }
