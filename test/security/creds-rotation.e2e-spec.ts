@@ -135,11 +135,20 @@ describe('a service connection across credential rotation and revocation (a real
       stderr.mockRestore();
       await runtime?.nats.close();
     }
-    const errors = lines
+    const logged = lines
       .flatMap((chunk) => chunk.split('\n'))
       .filter((line) => line.startsWith('{'))
       .map((line) => JSON.parse(line) as Record<string, unknown>)
-      .filter((line) => line['level'] === 'error' && line['service'] === 'ledger');
+      .filter((line) => line['service'] === 'ledger');
+    // The server's -ERR first, with its words (the client's status carries only NATS_PROTOCOL_ERR).
+    expect(logged.filter((line) => line['level'] === 'warn' && String(line['msg']).startsWith('NATS server ended'))).toEqual([
+      expect.objectContaining({ nats_code: 'NATS_PROTOCOL_ERR', said: expect.stringMatching(/revoked/i) }),
+    ]);
+    // Its reconnects refused, each a warn; the one error is the close.
+    expect(logged).toContainEqual(
+      expect.objectContaining({ level: 'warn', msg: 'NATS server refused these credentials on reconnect', nats_code: 'AUTHORIZATION_VIOLATION' }),
+    );
+    const errors = logged.filter((line) => line['level'] === 'error');
     expect(errors).toEqual([
       expect.objectContaining({
         msg: expect.stringMatching(/^NATS connection closed for good \(credentials_revoked\): .*revoked/),

@@ -186,6 +186,30 @@ interface CredentialsNews {
   said: string | null;
 }
 
+/** A client status event as `serverSaid` reads it: the client's code, and what nats.js 2.x adds to a permissions violation. */
+export interface ServerErrorStatus {
+  data: unknown;
+  permissionContext?: { operation?: string; subject?: string; queue?: string };
+}
+
+/**
+ * What the server said in an `-ERR` ("User Authentication Revoked", "Permissions Violation for
+ * Publish to …"): a status event of the client carries only its own code (`NATS_PROTOCOL_ERR`,
+ * `PERMISSIONS_VIOLATION`). A permissions violation's subject is on the status; any other error's
+ * text is the protocol's last error — an internal field of nats.js 2.x, read when it is this
+ * error's (the client sets it just after the status); else the code the status carried.
+ */
+export function serverSaid(connection: NatsConnection, status: ServerErrorStatus): string {
+  const code = String(status.data);
+  const context = status.permissionContext;
+  if (context?.subject !== undefined) {
+    const operation = context.operation === 'subscription' ? 'Subscription' : 'Publish';
+    return `Permissions Violation for ${operation} to "${context.subject}"${context.queue !== undefined ? ` using queue "${context.queue}"` : ''}`;
+  }
+  const last = (connection as unknown as { protocol?: { lastError?: unknown } }).protocol?.lastError;
+  return last instanceof Error && (last as { code?: unknown }).code === code ? last.message : code;
+}
+
 /** The typed form of the error the NATS client closed a connection with, or undefined for a close on purpose. */
 function closedBy(error: Error | void, news: CredentialsNews, credsFile: string | null): ConnectionClosed | undefined {
   if (!(error instanceof Error)) return undefined;
@@ -264,12 +288,10 @@ export async function connectNats(opts: NatsConnectOptions = {}): Promise<NatsHa
   // one (an internal field of nats.js 2.x: without it the close is credentials_refused). A
   // reconnect that succeeds forgets it.
   const news: CredentialsNews = { revoked: false, expired: false, said: null };
-  const protocol = (connection as unknown as { protocol?: { lastError?: unknown } }).protocol;
   void (async () => {
     for await (const status of connection.status()) {
       if (status.type === 'error') {
-        const last = protocol?.lastError;
-        const said = last instanceof Error ? last.message : String(status.data);
+        const said = serverSaid(connection, status);
         if (/revoked/i.test(said)) Object.assign(news, { revoked: true, said });
         else if (/expired/i.test(said)) Object.assign(news, { expired: true, said });
       } else if (status.type === 'reconnect') Object.assign(news, { revoked: false, expired: false, said: null });

@@ -6,9 +6,9 @@
  * modular `@nats-io/*` client touches this library and the transport only. It loads no NestJS,
  * no prom-client and no OpenTelemetry SDK (only `@opentelemetry/api`): the agent SDK is built on it.
  */
-export { connectNats, credsFileReader, DEFAULT_NATS_URL, hasNatsCode, headersFrom, natsRefusedCredentials } from './connection';
+export { connectNats, credsFileReader, DEFAULT_NATS_URL, hasNatsCode, headersFrom, natsRefusedCredentials, serverSaid } from './connection';
 export { publishUnderOwnId, type OwnIdAck } from './own-id-publish';
-export type { NatsConnectOptions, NatsHandle } from './connection';
+export type { NatsConnectOptions, NatsHandle, ServerErrorStatus } from './connection';
 export { coalesceWrites, type WriteCoalescing } from './write-coalescing';
 export { skipSettledCancelErrors, type SettledRequests } from './settled-requests';
 export {

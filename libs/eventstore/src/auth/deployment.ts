@@ -1,4 +1,5 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describePrincipal, principalFromTokens, ProjectIdSchema, ServiceNames, type Principal } from '@baton/contracts';
 import {
@@ -55,9 +56,9 @@ interface DeploymentFile {
   system: string;
 }
 
+/** A secret (0600 from its creation), replaced whole ({@link replaceFile}): a service re-reading its credentials at a reconnect while `baton creds` issues new ones reads the old file or the new, never an empty or half-written one. */
 function writeSecret(file: string, content: string): void {
-  writeFileSync(file, content, { mode: 0o600 });
-  chmodSync(file, 0o600);
+  replaceFile(file, content, 0o600);
 }
 
 /**
@@ -351,13 +352,22 @@ export function readServerConfigSettings(file: string): { listen?: string; http?
 }
 
 /**
- * Replace `file` whole: written beside it, then renamed over it, so that a server reloading at that
- * moment reads the old file or the new one, never half of one.
+ * Replace `file` whole: written into a new file beside it, then renamed over it, so that a reader
+ * at that moment (a server reloading its configuration, a service re-reading its credentials) reads
+ * the old file or the new one, never half of one. `mode` (a secret's 0600) is the new file's from its
+ * creation, so the secret is never readable by others, not even while it is written.
  */
-function replaceFile(file: string, content: string): void {
-  const next = `${file}.${process.pid}.next`;
-  writeFileSync(next, content);
-  renameSync(next, file);
+function replaceFile(file: string, content: string, mode?: number): void {
+  const next = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.next`;
+  try {
+    writeFileSync(next, content, { flag: 'wx', ...(mode !== undefined ? { mode } : {}) });
+    // The mode a umask may have narrowed is set exactly.
+    if (mode !== undefined) chmodSync(next, mode);
+    renameSync(next, file);
+  } catch (error) {
+    rmSync(next, { force: true });
+    throw error;
+  }
 }
 
 /** Write `nats-server.conf` (a whole node) and `auth.conf` (the trust block alone) into the deployment folder; returns the first. */

@@ -1,5 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { connect, createServer, type AddressInfo } from 'node:net';
 import { connectNats, type NatsHandle } from '@baton/eventstore';
 import { watchConnection } from './connection-watch';
@@ -30,8 +33,8 @@ async function listening(port: number): Promise<void> {
   throw new Error(`nats-server did not listen on ${port}`);
 }
 
-async function startServer(port: number): Promise<ChildProcess> {
-  const child = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port)], { stdio: 'ignore' });
+async function startServer(port: number, config?: string): Promise<ChildProcess> {
+  const child = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), ...(config !== undefined ? ['-c', config] : [])], { stdio: 'ignore' });
   await listening(port);
   return child;
 }
@@ -128,4 +131,46 @@ describe('watchConnection: a service says when NATS goes away and when it is bac
     await until('back', () => flapLines().length === 5, 15_000);
     expect(flapLines()[4]!.fields).not.toHaveProperty('suppressed');
   }, 60_000);
+});
+
+describe('watchConnection: what the server refuses on an open connection is said with its words (a real nats-server with permissions)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'baton-watch-'));
+  let server: ChildProcess;
+  let handle: NatsHandle;
+  const lines: Line[] = [];
+  const log = {
+    info: (message: string, fields: Record<string, unknown>) => lines.push({ level: 'info', message, fields }),
+    warn: (message: string, fields: Record<string, unknown>) => lines.push({ level: 'warn', message, fields }),
+    error: (message: string, fields: Record<string, unknown>) => lines.push({ level: 'error', message, fields }),
+  };
+
+  beforeAll(async () => {
+    const port = await freePort();
+    const config = join(dir, 'server.conf');
+    writeFileSync(
+      config,
+      'authorization { users = [ { user: svc, password: pw, permissions: { publish: { allow: ["ok.>"] }, subscribe: { allow: ["_INBOX.>"] } } } ] }\n',
+    );
+    server = await startServer(port, config);
+    handle = await connectNats({ servers: `nats://127.0.0.1:${port}`, user: 'svc', pass: 'pw', checkJetStream: false, reconnect: false });
+    watchConnection(handle, log, { stopping: () => false, onClosed: () => undefined });
+  });
+  afterAll(async () => {
+    await handle.close();
+    await stopServer(server, 'SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('a publish the server forbids: one error line with the server’s text and the client’s code, and the connection stays', async () => {
+    handle.connection.publish('denied.here', new Uint8Array(0));
+    await until('the error line', () => lines.length >= 1);
+    expect(lines).toEqual([
+      {
+        level: 'error',
+        message: expect.stringMatching(/^NATS server error: Permissions Violation for Publish to "denied\.here"/),
+        fields: { nats_code: 'PERMISSIONS_VIOLATION', said: expect.stringContaining('denied.here') },
+      },
+    ]);
+    expect(handle.connection.isClosed()).toBe(false);
+  });
 });

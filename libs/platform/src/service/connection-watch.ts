@@ -1,4 +1,4 @@
-import type { ConnectionClosed, NatsHandle } from '@baton/eventstore';
+import { natsRefusedCredentials, serverSaid, type ConnectionClosed, type NatsHandle } from '@baton/eventstore';
 
 /** The logger calls the watch makes (a {@link JsonLogger} in a service). */
 export interface ConnectionLog {
@@ -28,7 +28,9 @@ export const CONNECTION_LINES_PER_MINUTE = 10;
  * Say what happens to a service's NATS connection, from the client's status events: a warn when it
  * is lost (`NATS connection lost`, with the server) and the client starts reconnecting, a warn
  * every `stillDownEveryMs` while it stays down (with the attempts so far), an info when it is back
- * (with `down_ms`). A link that flaps writes at most `linesPerMinute` of these a minute; the next
+ * (with `down_ms`); a warn when the server ends the credentials (revoked or expired: a rotation's
+ * reload) or refuses them on a reconnect, an error for any other `-ERR` it sends (a permissions
+ * violation), with the server's words. A link that flaps writes at most `linesPerMinute` of these a minute; the next
  * line written carries `suppressed` (how many were left out). When the client gives up for good
  * (credentials revoked or refused on reconnect, or no reconnect allowed) and the process is not
  * stopping, an error line names the typed reason and `onClosed` runs: a service exits then, so its
@@ -42,7 +44,7 @@ export function watchConnection(handle: Pick<NatsHandle, 'connection' | 'closed'
   let written = 0;
   let suppressed = 0;
   /** Write a lost / back line unless this minute's budget is spent. */
-  const limited = (level: 'info' | 'warn', message: string, fields: Record<string, unknown>) => {
+  const limited = (level: 'info' | 'warn' | 'error', message: string, fields: Record<string, unknown>) => {
     const at = now();
     if (at - windowStart >= 60_000) {
       windowStart = at;
@@ -77,6 +79,17 @@ export function watchConnection(handle: Pick<NatsHandle, 'connection' | 'closed'
           // Not rate-limited: at most one a `stillDownEveryMs`.
           log.warn('NATS still unreachable; reconnecting', { down_ms: at - downSince, attempts, server: String(status.data) });
         }
+      } else if (status.type === 'error') {
+        // The server's -ERR on an open connection, with its words (the status has only the client's code).
+        const said = serverSaid(handle.connection, status);
+        const fields = { nats_code: String(status.data), said };
+        if (/revoked|expired/i.test(said)) {
+          // A rotation's reload revokes the old key: the client reconnects with the file as it is now.
+          if (!opts.stopping()) limited('warn', 'NATS server ended these credentials; reconnecting with the credentials file as it is now', fields);
+        } else if (natsRefusedCredentials({ code: status.data })) {
+          // A reconnect refused: the client tries again, and gives up after two (the closed line says why).
+          if (!opts.stopping()) limited('warn', 'NATS server refused these credentials on reconnect', fields);
+        } else limited('error', `NATS server error: ${said}`, fields);
       } else if (status.type === 'reconnect') {
         const down = downSince === null ? null : now() - downSince;
         downSince = null;

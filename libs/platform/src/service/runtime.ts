@@ -194,11 +194,18 @@ export async function createRuntime<C extends BaseConfig>(opts: CreateRuntimeOpt
     dlqMaxBytes: config.BATON_DLQ_MAX_BYTES,
   });
   // A cluster still electing its meta leader, or busy placing replicas, answers late: retried (a minute per stream).
-  await provision(
-    nats.jsm,
-    { streams: topology.streams },
-    { onRetry: (what, err, attempt) => logger.warn(`${what}: ${String(err)}; asking again (attempt ${attempt + 1})`) },
-  );
+  try {
+    await provision(
+      nats.jsm,
+      { streams: topology.streams },
+      { onRetry: (what, err, attempt) => logger.warn(`${what}: ${String(err)}; asking again (attempt ${attempt + 1})`) },
+    );
+  } catch (error) {
+    // A start that fails leaves nothing open behind it: an in-process caller (a test, the debug
+    // platform) that catches the error would otherwise keep a connection reconnecting forever.
+    await nats.close().catch(() => undefined);
+    throw error;
+  }
   const registry = createEventRegistry();
   const store = new JetStreamEventStore({
     js: nats.js,

@@ -1,4 +1,4 @@
-export { JetStreamServer, JetStreamPullError, JETSTREAM_TRANSPORT } from './jetstream.server';
+export { JetStreamServer, JetStreamPullError, JETSTREAM_TRANSPORT, NatsServerError } from './jetstream.server';
 export type {
   JetStreamServerOptions,
   JetStreamConsumerSettings,

@@ -18,6 +18,7 @@ import {
   deadLetterLogFields,
   StreamNotFound,
   connectNats,
+  serverSaid,
   ambientTracing,
   contextFromHeaders,
   currentTraceId,
@@ -139,6 +140,17 @@ export type JetStreamServerEvents = {
 };
 
 export const JETSTREAM_TRANSPORT = Symbol('JETSTREAM_TRANSPORT');
+
+/** What `'error'` listeners receive when the server sent an `-ERR` on the transport's own connection: the client's code and the server's words. */
+export class NatsServerError extends Error {
+  override name = 'NatsServerError';
+  constructor(
+    readonly natsCode: string,
+    readonly said: string,
+  ) {
+    super(`NATS server error (${natsCode}): ${said}`);
+  }
+}
 
 /** What `'error'` listeners receive when a consumer's pull failed (the runner retries with backoff). */
 export class JetStreamPullError extends Error {
@@ -285,7 +297,9 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
     super();
     // An 'error' with no listener would throw out of the emitter and end the process.
     this.emitter.on('error', (error: unknown) =>
-      this.logger.error(error instanceof JetStreamPullError ? error.message : `JetStream transport error: ${String(error)}`),
+      this.logger.error(
+        error instanceof JetStreamPullError || error instanceof NatsServerError ? error.message : `JetStream transport error: ${String(error)}`,
+      ),
     );
   }
 
@@ -563,7 +577,10 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
     try {
       for await (const status of handle.connection.status()) {
         if (status.type === 'disconnect' || status.type === 'reconnect') this.emitStatus(status.type, String(status.data));
-        if (status.type === 'error') this.emitStatus('error', status.data);
+        // A connection the service shares is watched by its runtime (`watchConnection`), which logs
+        // the server's errors with their words; this one's own connection has no one else to.
+        if (status.type === 'error' && this.ownsConnection)
+          this.emitStatus('error', new NatsServerError(String(status.data), serverSaid(handle.connection, status)));
       }
     } catch {
       // The status iterator ends with the connection.
