@@ -222,9 +222,10 @@ export function mayRelayReply(prefix: string, sender: Pick<EdgeRoute, 'project' 
  * message over the cap (`payload_too_large`), a body or header the edge does not carry
  * (`schema_violation`, and for an inbox message's body the other codes its consumer would refuse
  * it with: `invalid_utf8`, `malformed_json`, `project_mismatch`, `identity_mismatch`), a message id
- * naming another project, kind or message, or a redrive's (`msg_id_mismatch`). A reply subject that
- * is not the sender's own (`reply_not_allowed`) is never answered: the answer would go where the
- * sender may not publish.
+ * naming another project, kind or message, or a redrive's (`msg_id_mismatch`), a run start naming a
+ * workflow the project's current definition does not have (`unknown_workflow`, read fresh before it
+ * is refused). A reply subject that is not the sender's own (`reply_not_allowed`) is never answered:
+ * the answer would go where the sender may not publish.
  */
 export const EdgeRefusalReasons = [
   'no_handler',
@@ -235,6 +236,7 @@ export const EdgeRefusalReasons = [
   'malformed_json',
   'project_mismatch',
   'identity_mismatch',
+  'unknown_workflow',
 ] as const;
 export type EdgeRefusalReason = (typeof EdgeRefusalReasons)[number];
 
@@ -323,37 +325,55 @@ export interface EdgeInputRefusal {
   issues: EdgeRefusalIssue[];
 }
 
+/** An inbox message's body as its consumer will read it, or why the consumer would refuse it ({@link readEdgeInput}). */
+export type EdgeInput = { refused: EdgeInputRefusal } | { body: { project: string } & Record<string, unknown> };
+
 /**
- * Would the consumer of this inbox message refuse its body? The edge reads it as its consumer does
+ * Would the consumer of this inbox message refuse its body? The body it will read, or why not (see
+ * {@link readEdgeInput}); null when it would take it.
+ */
+export function edgeInputRefusal(route: Extract<EdgeRoute, { kind: 'input' }>, body: Uint8Array, msgId: string | undefined): EdgeInputRefusal | null {
+  const read = readEdgeInput(route, body, msgId);
+  return 'refused' in read ? read.refused : null;
+}
+
+/**
+ * Read an inbox message's body as its consumer will. The edge reads it as its consumer does
  * (`InboxBodySchemas`, `decodeInbound`: UTF-8, JSON, the kind's schema) and checks it against the
  * identity its subject carries (`bodyIdentityRefusal`: the project; on a result or mesh turn, the
  * agent), so an agent is told at once what would otherwise only be a dead letter of the consumer
  * after the stream acknowledged it. A `Nats-Msg-Id` in Baton's form for this project and kind must
  * be the id of this very message (`msgIdOfBody`: the run and result, message or mesh run its body
  * names): an id naming another message of the project would take that message's id first. An id in
- * another form (a client's own) or none is left to the stream. What needs state — a run or
- * workflow that does not exist, a claim — is the consumer's to decide.
+ * another form (a client's own) or none is left to the stream. What needs state — a run that does
+ * not exist, a claim — is the consumer's to decide; the workflow a start names is checked by the
+ * edge itself against the project's definition (`unknown_workflow`), from the body returned here.
  */
-export function edgeInputRefusal(route: Extract<EdgeRoute, { kind: 'input' }>, body: Uint8Array, msgId: string | undefined): EdgeInputRefusal | null {
+export function readEdgeInput(route: Extract<EdgeRoute, { kind: 'input' }>, body: Uint8Array, msgId: string | undefined): EdgeInput {
+  const refused = (refusal: EdgeInputRefusal): EdgeInput => ({ refused: refusal });
   const kind = route.inbox;
   const decoded = decodeInbound(body, InboxBodySchemas[kind]);
   if (!decoded.ok) {
     const { rejection } = decoded;
-    return { reason: edgeReasonOf(rejection.code), detail: rejection.message, issues: rejection.issues };
+    return refused({ reason: edgeReasonOf(rejection.code), detail: rejection.message, issues: rejection.issues });
   }
   const value = decoded.value as { project: string; agent?: string } & Record<string, unknown>;
-  const refused = bodyIdentityRefusal({ project: route.project, agent: AGENT_NAMING_KINDS.has(kind) ? route.agent : null }, value);
-  if (refused !== null)
-    return { reason: refused.code === RejectionCode.projectMismatch ? 'project_mismatch' : 'identity_mismatch', detail: refused.message, issues: [] };
+  const identity = bodyIdentityRefusal({ project: route.project, agent: AGENT_NAMING_KINDS.has(kind) ? route.agent : null }, value);
+  if (identity !== null)
+    return refused({
+      reason: identity.code === RejectionCode.projectMismatch ? 'project_mismatch' : 'identity_mismatch',
+      detail: identity.message,
+      issues: [],
+    });
   const own = msgIdOfBody(kind, value);
   if (msgId !== undefined && own !== null && msgId !== own && msgId.startsWith(`${kind}:${route.project}:`)) {
-    return {
+    return refused({
       reason: 'msg_id_mismatch',
       detail: `the Nats-Msg-Id ${JSON.stringify(msgId.slice(0, 200))} is not this message's: its body makes it ${JSON.stringify(own.slice(0, 200))}`,
       issues: [],
-    };
+    });
   }
-  return null;
+  return { body: value };
 }
 
 /** The edge's reason for a rejection code its body check can give (the rest cannot occur there: `schema_violation`). */

@@ -195,7 +195,7 @@ function checkSubjectAndSource(prefix: string, letter: { source: string; subject
     return {
       ok: false,
       reason: RedriveSkip.coreRequest,
-      detail: `a core NATS message to ${subject}: no stream stores it; its sender sends it again (a refused request was answered; an agent edge message, or a request whose reply subject was not its own, was not)`,
+      detail: `a core NATS message to ${subject}: no stream stores it; its sender sends it again (a refused request or agent edge message was answered on its reply subject when that was its own; one whose reply subject was not its own, or that had none, was not)`,
     };
   }
   for (const never of NEVER) {

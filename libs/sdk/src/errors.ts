@@ -227,8 +227,9 @@ export class MessageIdReusedError extends BatonSdkError {
  * another project, kind or message, or a dead-letter redrive's), `schema_violation` (a header the
  * edge does not carry, or a body its consumer would refuse: `issues` names the fields; also
  * `invalid_utf8`, `malformed_json`, `project_mismatch`, `identity_mismatch`), `payload_too_large`,
- * `no_handler` (a subject that stands for nothing an agent may reach). The SDK validates what it
- * sends, so a refusal is a version skew or a hand-made call. Not retried: the same message is
+ * `no_handler` (a subject that stands for nothing an agent may reach), `unknown_workflow` (a run
+ * start naming a workflow its project does not define: publish the definition, then start again).
+ * The SDK validates what it sends, so any other refusal is a version skew or a hand-made call. Not retried: the same message is
  * refused again. `detail` says why, in words.
  */
 export class EdgeRefusedError extends BatonSdkError {

@@ -2,7 +2,6 @@ import { Inject, Injectable, Optional, type OnApplicationBootstrap, type OnModul
 import {
   edgeAnswerForm,
   edgeBodyRefusal,
-  edgeInputRefusal,
   edgeRefusalAnswer,
   type EdgeRefusal,
   type EdgeRefusalIssue,
@@ -11,10 +10,12 @@ import {
   mayAnswerRefusal,
   mayRelayReply,
   parseEdgeSubject,
+  readEdgeInput,
   RejectionCode,
   Subjects,
   type EdgeRefusalReason,
   type EdgeRoute,
+  type StartRunRequest,
 } from '@baton/contracts';
 import {
   batonStreamNames,
@@ -28,6 +29,7 @@ import {
   type CoreSubscription,
 } from '@baton/eventstore';
 import { METRICS, RUNTIME, type BatonMetrics, type RefusedLetters, type ServiceRuntime } from '@baton/platform';
+import { ProjectDirectory } from '../projects/project-directory';
 import { EDGE_REFUSED_LETTERS } from './refusal-tokens';
 import { TerminatedOffers } from './terminated-offers';
 
@@ -93,6 +95,11 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly inboxStream: string;
   private readonly checkReplies: boolean;
   private relayed = 0;
+  /**
+   * A sender whose run start waits on a read of its project's definition: its later messages wait
+   * behind it, relayed in the order they came (a start, then a message to that run).
+   */
+  private readonly held = new Map<string, Promise<void>>();
 
   /** `baton_edge_messages_total` of each route relayed (bound once: the relay is on every agent message's path). */
   private readonly relayedMetric: Record<EdgeRoute['kind'], { inc(): void }> | null;
@@ -101,6 +108,7 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
     @Inject(EDGE_REFUSED_LETTERS) private readonly letters: RefusedLetters,
     @Inject(TerminatedOffers) private readonly terminated: TerminatedOffers,
+    @Inject(ProjectDirectory) private readonly projects: ProjectDirectory,
     @Optional() @Inject(METRICS) private readonly metrics: BatonMetrics | null = null,
   ) {
     this.inboxStream = batonStreamNames(runtime.config.BATON_PREFIX).inbox;
@@ -126,6 +134,8 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
     const subscription = this.subscription;
     this.subscription = null;
     if (subscription && !subscription.isClosed()) await subscription.drain().catch(() => undefined);
+    // Starts still waiting on their project's definition are relayed or refused before the connection goes.
+    while (this.held.size > 0) await Promise.all([...this.held.values()]);
     // What was suppressed in windows still open is written now, not dropped with the process.
     await this.letters.stop();
   }
@@ -141,8 +151,32 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   private relay(msg: CoreMessage): void {
+    const route = parseEdgeSubject(this.runtime.config.BATON_PREFIX, msg.subject, this.inboxStream);
+    const waiting = this.held.get(route.sender);
+    if (waiting !== undefined) {
+      this.hold(
+        route.sender,
+        waiting.then(() => this.pass(msg, route)),
+      );
+      return;
+    }
+    const pending = this.pass(msg, route);
+    if (pending !== undefined) this.hold(route.sender, pending);
+  }
+
+  /** Keep `sender`'s later messages behind `work` until it settles. */
+  private hold(sender: string, work: Promise<void>): void {
+    const held: Promise<void> = work
+      .catch((error: unknown) => this.runtime.logger.error(`agent edge relay failed: ${(error as Error).message}`, { sender }))
+      .finally(() => {
+        if (this.held.get(sender) === held) this.held.delete(sender);
+      });
+    this.held.set(sender, held);
+  }
+
+  /** Relay or refuse one message; a promise when it waits on a read (a run start's definition check). */
+  private pass(msg: CoreMessage, route: EdgeRoute | EdgeRefusal): Promise<void> | undefined {
     const prefix = this.runtime.config.BATON_PREFIX;
-    const route = parseEdgeSubject(prefix, msg.subject, this.inboxStream);
     if ('refused' in route) {
       this.refuse(msg, route, 'none', DeadLetterReason.noHandler, route.refused);
       return;
@@ -190,12 +224,44 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
       // What its consumer would refuse (a body that is not its kind's, another project or agent in
       // it, an id of another message) is refused here, answered at once, instead of stored,
       // acknowledged as stored and then dead-lettered where only an operator sees it.
-      const input = edgeInputRefusal(route, msg.data, msgId.id);
-      if (input !== null) {
-        this.refuse(msg, route, route.kind, input.reason, input.detail, input.issues);
+      const input = readEdgeInput(route, msg.data, msgId.id);
+      if ('refused' in input) {
+        this.refuse(msg, route, route.kind, input.refused.reason, input.refused.detail, input.refused.issues);
         return;
       }
+      // A start of a workflow the project does not define would be stored, acknowledged and then
+      // dead-lettered by the router: refused here, answered at once. Read fresh before refusing.
+      if (route.inbox === 'start') {
+        // The body was read with the start's schema (`InboxBodySchemas.start`).
+        const { workflow, workflow_version: version } = input.body as unknown as StartRunRequest;
+        if (!this.projects.keptNames(route.project, workflow, version)) return this.checkStart(msg, route, workflow, version);
+      }
     }
+    this.forward(msg, route);
+  }
+
+  /** Relay a run start whose workflow the kept definition does not name once a fresh read finds it; refuse it (`unknown_workflow`) when it surely is not. */
+  private async checkStart(msg: CoreMessage, route: Extract<EdgeRoute, { kind: 'input' }>, workflow: string, version: number | undefined): Promise<void> {
+    let found: Awaited<ReturnType<ProjectDirectory['startable']>>;
+    try {
+      found = await this.projects.startable(route.project, workflow, version);
+    } catch (error) {
+      // The router reads the definition again and decides: a store that did not answer refuses nothing here.
+      this.runtime.logger.warn(`agent edge: the definition of project ${route.project} could not be read; the start is relayed for the router to check`, {
+        error: (error as Error).message,
+      });
+      found = { verdict: 'unsure' };
+    }
+    if (found.verdict === 'undefined') {
+      const pinned = version === undefined ? '' : ` v${version}`;
+      this.refuse(msg, route, route.kind, RejectionCode.unknownWorkflow, `${found.detail}: a run of '${workflow}'${pinned} cannot start`);
+      return;
+    }
+    this.forward(msg, route);
+  }
+
+  /** Send a message on to what it stands for, with the sender's reply subject. */
+  private forward(msg: CoreMessage, route: EdgeRoute): void {
     try {
       msg.relay(route.target, msg.reply, dropsHeader);
     } catch (error) {

@@ -51,6 +51,11 @@ export function projectView(definition: ProjectDefinition | null): ProjectView {
   };
 }
 
+/** Does `definition` have `workflow` (at `version`, when one is given)? */
+function namesWorkflow(definition: ProjectDefinition | null, workflow: string, version: number | undefined): boolean {
+  return definition !== null && definition.workflows.some((w) => w.name === workflow && (version === undefined || w.version === version));
+}
+
 /** Most projects whose definition the ledger keeps read (least recently used evicted). */
 export const PROJECTS_KEPT = 4096;
 
@@ -86,6 +91,29 @@ export class ProjectDirectory {
   async isDefined(project: string): Promise<boolean> {
     const next = await this.refresh(project, this.cache.get(project) ?? EMPTY);
     return next.definition !== null;
+  }
+
+  /**
+   * Can a run start naming `workflow` (and `version`, when it pins one) find it in `project`? What
+   * the agent edge asks before it relays a start: `defined` when the kept copy (of any age) names it,
+   * else as of a fresh read — so a definition published a moment ago counts —; `undefined` (with
+   * why, in the router's words) when the project has no definition, or its current one lacks the
+   * workflow and the start pins no version (the router starts the current definition's); `unsure`
+   * when a pinned version is not in the current definition (an earlier one may hold it: the router,
+   * which keeps every version, decides). Store errors propagate.
+   */
+  async startable(project: string, workflow: string, version?: number): Promise<{ verdict: 'defined' | 'unsure' } | { verdict: 'undefined'; detail: string }> {
+    if (this.keptNames(project, workflow, version)) return { verdict: 'defined' };
+    const fresh = await this.refresh(project, this.cache.get(project) ?? EMPTY);
+    if (namesWorkflow(fresh.definition, workflow, version)) return { verdict: 'defined' };
+    if (fresh.definition === null) return { verdict: 'undefined', detail: `project '${project}' has no published definition` };
+    if (version !== undefined) return { verdict: 'unsure' };
+    return { verdict: 'undefined', detail: `workflow '${workflow}' is not defined in project '${project}'` };
+  }
+
+  /** The kept copy's verdict alone, without reading: true when it names the workflow (see {@link startable}). */
+  keptNames(project: string, workflow: string, version?: number): boolean {
+    return namesWorkflow(this.cache.get(project)?.definition ?? null, workflow, version);
   }
 
   private async definition(project: string): Promise<Cached> {
