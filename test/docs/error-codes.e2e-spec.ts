@@ -211,8 +211,8 @@ const sections: Section[] = [
   { title: 'Project definitions', must: [...definitionCodes, ...values(MeshDiagnosticCode)], takes: ['router'] },
   // The API answers the ledger's idempotency_key_reused itself (409 with `details.decided`), by the ledger's constant.
   { title: 'Operator HTTP API', must: [HandoffErrorCode.idempotencyKeyReused], takes: ['http'] },
-  // EdgeRefusedError's code is the agent edge's reason.
-  { title: 'SDK errors', must: [...EdgeRefusalReasons], takes: ['sdk'] },
+  // EdgeRefusedError's code is the agent edge's reason; publishResult refuses a result naming no claim with the claim rule's code.
+  { title: 'SDK errors', must: [...EdgeRefusalReasons, ResultClaimCode.claimRequired], takes: ['sdk'] },
   { title: 'Event store errors', must: values(EventStoreErrorCode) },
   { title: 'Dead-letter reasons', must: values(DeadLetterReason), takes: ['deadLetters'] },
   { title: 'Redrive skip reasons', must: values(RedriveSkip) },

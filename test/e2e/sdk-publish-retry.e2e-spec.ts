@@ -80,7 +80,9 @@ describe('the SDK retries a publish that timed out under the same message id (pr
     const agent = await client({ publishAttempts: 1, publishTimeoutMs: 300 });
     server.child.kill('SIGSTOP');
     const started = Date.now();
-    const failure = await agent.publishResult({ result_id: 'r-1', run_id: 'run-1', workflow_run_id: 'wr-1', body: 'done' }).catch((e: unknown) => e);
+    const failure = await agent
+      .publishResult({ result_id: 'r-1', run_id: 'run-1', workflow_run_id: 'wr-1', body: 'done', handoff_id: 'h-1', claim_id: 'c-1' })
+      .catch((e: unknown) => e);
     const waited = Date.now() - started;
     server.child.kill('SIGCONT');
     expect(failure).toMatchObject({ name: 'PublishTimeout', attempts: 1 });

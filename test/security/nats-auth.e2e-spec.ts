@@ -176,7 +176,19 @@ describe('NATS decentralized auth: the server, not the message, decides who is s
     const dir = mkdtempSync(join(tmpdir(), 'baton-result-'));
     try {
       const file = join(dir, 'result.json');
-      writeFileSync(file, JSON.stringify({ result_id: 'res-cli', run_id: 'r', project: 'acme', workflow_run_id: 'wr-1', agent: 'support', body: 'done' }));
+      writeFileSync(
+        file,
+        JSON.stringify({
+          result_id: 'res-cli',
+          run_id: 'r',
+          project: 'acme',
+          workflow_run_id: 'wr-1',
+          agent: 'support',
+          body: 'done',
+          handoff_id: 'h-1',
+          claim_id: 'c-1',
+        }),
+      );
       const io = bufferedIo();
       const env = { NATS_URL: server.url, NATS_CREDS: issueCreds(server.deployment, Principals.agent('acme', 'support')).file, BATON_PREFIX: PREFIX };
       const code = await baton(['result', file, '--json'], { io, env });
@@ -218,10 +230,12 @@ describe('NATS decentralized auth: the server, not the message, decides who is s
     const handle = await connectAs(Principals.agent('acme', 'support'));
     const impostor = await createBatonClient({ nats: handle, prefix: PREFIX, project: 'acme', agent: 'billing' });
     const started = Date.now();
-    const refusal = await impostor.publishResult({ run_id: 'r-1', workflow_run_id: 'wr-1', result_id: 'res-1', body: 'done' }).then(
-      () => null,
-      (error: unknown) => error,
-    );
+    const refusal = await impostor
+      .publishResult({ run_id: 'r-1', workflow_run_id: 'wr-1', result_id: 'res-1', handoff_id: 'h-1', claim_id: 'c-1', body: 'done' })
+      .then(
+        () => null,
+        (error: unknown) => error,
+      );
     expect(refusal).toBeInstanceOf(PermissionDenied);
     expect(refusal).toMatchObject({ code: 'permission_denied', subject: `${PREFIX}.in.acme.result.billing` });
     expect(Date.now() - started).toBeLessThan(2000);
@@ -266,7 +280,19 @@ describe('NATS decentralized auth: the server, not the message, decides who is s
         expect({ argv, code: error.code, hint: /use the admin's/.test(error.message) }).toEqual({ argv, code: 'permission_denied', hint: true });
       }
       const file = join(dir, 'result.json');
-      writeFileSync(file, JSON.stringify({ result_id: 'res-1', run_id: 'r', project: 'billing', workflow_run_id: 'wr-1', agent: 'payer', body: 'done' }));
+      writeFileSync(
+        file,
+        JSON.stringify({
+          result_id: 'res-1',
+          run_id: 'r',
+          project: 'billing',
+          workflow_run_id: 'wr-1',
+          agent: 'payer',
+          body: 'done',
+          handoff_id: 'h-1',
+          claim_id: 'c-1',
+        }),
+      );
       const typed = await run('result', file, '--json');
       expect(typed.code).toBe(1);
       expect(JSON.parse(typed.err)).toMatchObject({

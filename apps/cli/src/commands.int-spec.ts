@@ -121,7 +121,19 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
 
   it('result <file> publishes a valid agent result once (msg id = result_id) and refuses an invalid one with its field', async () => {
     const file = join(dir, 'result.json');
-    await writeFile(file, JSON.stringify({ result_id: 'res-1', run_id: 'r', project: 'demo', workflow_run_id: 'wr-1', agent: 'coder', body: 'done' }));
+    await writeFile(
+      file,
+      JSON.stringify({
+        result_id: 'res-1',
+        run_id: 'r',
+        project: 'demo',
+        workflow_run_id: 'wr-1',
+        agent: 'coder',
+        body: 'done',
+        handoff_id: 'h-1',
+        claim_id: 'c-1',
+      }),
+    );
     const first = await baton('result', file, '--json');
     const second = await baton('result', file, '--json');
     expect(first.code).toBe(0);
@@ -139,10 +151,28 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     expect(third.err).toContain('already held result:demo:wr-1/res-1');
     expect(await inboxMessages(`${prefix}.in.demo.result.coder`)).toBe(1);
 
-    await writeFile(file, JSON.stringify({ result_id: 'res-2', run_id: 'r', project: 'demo', workflow_run_id: 'wr-1', agent: 'coder', decision: {} }));
+    await writeFile(
+      file,
+      JSON.stringify({
+        result_id: 'res-2',
+        run_id: 'r',
+        project: 'demo',
+        workflow_run_id: 'wr-1',
+        agent: 'coder',
+        decision: {},
+        handoff_id: 'h-1',
+        claim_id: 'c-1',
+      }),
+    );
     const bad = await baton('result', file);
     expect(bad.code).toBe(1);
     expect(bad.err).toMatch(/decision/);
+    // A result naming no claim can never be taken by its run (claim_required there): refused before it is sent.
+    await writeFile(file, JSON.stringify({ result_id: 'res-3', run_id: 'r', project: 'demo', workflow_run_id: 'wr-1', agent: 'coder', body: 'done' }));
+    const unclaimed = await baton('result', file, '--json');
+    expect(unclaimed.code).toBe(1);
+    expect(JSON.parse(unclaimed.err)).toMatchObject({ error: { code: 'claim_required' } });
+    expect(await inboxMessages(`${prefix}.in.demo.result.coder`)).toBe(1);
     await writeFile(file, '{ not json');
     expect((await baton('result', file)).code).toBe(1);
   });

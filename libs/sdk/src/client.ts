@@ -38,6 +38,7 @@ import type { MeshPublisher } from './mesh';
 import { createOfferHandler, type HandoffOffer } from './offers';
 import { DEFAULT_SENT_IDS, messageIdentity, publishOnce, publishRetryOf, SentMessageIds, type PublishRetry } from './sent-ids';
 import { AgentSubjects } from './subjects';
+import { ResultClaimCode } from '@baton/domain';
 
 /** How to reach Baton, and who this client speaks for. */
 export interface BatonClientOptions {
@@ -354,6 +355,17 @@ class NatsBatonAgent implements BatonAgent {
         issues: [{ path: project ? 'project' : 'agent', message: 'does not match the client' }],
       });
     }
+    // The claim rule (docs/runs.md): a run takes a result only for its current handoff, under the
+    // claim on it. One naming neither can never be taken — stored, it would be refused
+    // `claim_required`, told to operators and counted toward this agent's circuit: refused here.
+    const unnamed = (['handoff_id', 'claim_id'] as const).filter((field) => result[field] === undefined);
+    if (unnamed.length > 0) {
+      throw new InvalidInputError('agent result', {
+        code: RejectionCode.schemaViolation,
+        message: `names no ${unnamed.join(' and ')}: a run takes a result only for its current handoff, under the claim this agent holds on it (claim the offer and finish it, or send the claim's handoff_id and claim_id)`,
+        issues: unnamed.map((path) => ({ path, message: 'required: the claim this result answers under', code: ResultClaimCode.claimRequired })),
+      });
+    }
     return this.publish(
       AgentSubjects.result(this.prefix, this.project, this.agent),
       result,
@@ -485,6 +497,6 @@ class NatsBatonAgent implements BatonAgent {
     // every service.
     const headers = headersFrom(trace !== undefined ? hopTraceHeaders(trace) : traceHeaders({ startIfMissing: true }));
     const to = this.edge ? edgeSubjectOf(this.prefix, subject) : subject;
-    return publishOnce(this.nats.js, this.sent, to, textEncoder.encode(JSON.stringify(body)), msgId, headers, messageIdentity(body), this.retry);
+    return publishOnce(this.nats.js, this.sent, to, textEncoder.encode(JSON.stringify(body)), msgId, headers, messageIdentity(body), this.retry, this.edge);
   }
 }

@@ -48,7 +48,7 @@ describe('SDK message ids and unexpected duplicates (real NATS)', () => {
     const alpha = await client('alpha');
     const beta = await client('beta');
     const start = { workflow_run_id: 'wr-1', workflow: 'ship', started_by: 'sam' };
-    const result = { result_id: 'wr-1', run_id: 'r', workflow_run_id: 'wr-1', body: 'done' }; // same id as the run, on purpose
+    const result = { result_id: 'wr-1', run_id: 'r', workflow_run_id: 'wr-1', handoff_id: 'h', claim_id: 'c', body: 'done' }; // same id as the run, on purpose
     const receipts = [
       await alpha.startRun(start),
       await beta.startRun(start),
@@ -78,13 +78,21 @@ describe('SDK message ids and unexpected duplicates (real NATS)', () => {
     expect(await agent.startRun(start)).toEqual({ ...stored, duplicate: true }); // the first start, retried, is still a retry
 
     // A result retried without produced_at (the SDK fills the clock each time) is the same result; another body is not.
-    const result = { result_id: 'res-9', run_id: 'r', workflow_run_id: 'wr-9', body: 'done' };
+    const result = { result_id: 'res-9', run_id: 'r', workflow_run_id: 'wr-9', handoff_id: 'h', claim_id: 'c', body: 'done' };
     const first = await agent.publishResult(result);
     await new Promise((resolve) => setTimeout(resolve, 5));
     expect(await agent.publishResult(result)).toEqual({ ...first, duplicate: true });
     await expect(agent.publishResult({ ...result, body: 'changed my mind' })).rejects.toMatchObject({ code: 'message_id_reused' });
     // The same maps built in another order are the same message: a retry, not a reuse.
-    const mapped = { result_id: 'res-10', run_id: 'r', workflow_run_id: 'wr-9', body: 'done', variables: { a: 1, b: { x: 1, y: 2 } } };
+    const mapped = {
+      result_id: 'res-10',
+      run_id: 'r',
+      workflow_run_id: 'wr-9',
+      handoff_id: 'h',
+      claim_id: 'c',
+      body: 'done',
+      variables: { a: 1, b: { x: 1, y: 2 } },
+    };
     const once = await agent.publishResult(mapped);
     expect(await agent.publishResult({ ...mapped, variables: { b: { y: 2, x: 1 }, a: 1 } })).toEqual({ ...once, duplicate: true });
     const started = await agent.startRun({ workflow_run_id: 'wr-10', workflow: 'ship', started_by: 'sam', variables: { a: 1, b: 2 } });
@@ -99,7 +107,7 @@ describe('SDK message ids and unexpected duplicates (real NATS)', () => {
   it("a client's retry answers duplicate: true; another client's message under the same id is a DuplicateMessageError (nothing stored)", async () => {
     const first = await client('alpha');
     const other = await client('alpha');
-    const result = { result_id: 'res-7', run_id: 'r', workflow_run_id: 'wr-7', body: 'done' };
+    const result = { result_id: 'res-7', run_id: 'r', workflow_run_id: 'wr-7', handoff_id: 'h', claim_id: 'c', body: 'done' };
     const stored = await first.publishResult(result);
     expect(await first.publishResult(result)).toEqual({ ...stored, duplicate: true });
 

@@ -254,6 +254,29 @@ export class EdgeRefusedError extends BatonSdkError {
 }
 
 /**
+ * Nothing relayed the agent edge while the client kept trying (`edge_unavailable`): no ledger
+ * listens on `<prefix>.edge.…` — every instance is stopped or restarting —, so the server answered
+ * each attempt at once that no one took it. Nothing was stored. The client tried again until as
+ * long had passed as a publish whose every attempt timed out takes (`publishAttempts` ×
+ * `publishTimeoutMs` and the waits between; `.waitedMs`, `.tries`); publishing it again later, under
+ * the same id, is safe. Not a deployment error: the streams are there, their relay is not.
+ */
+export class EdgeUnavailableError extends BatonSdkError {
+  constructor(
+    readonly subject: string,
+    readonly tries: number,
+    readonly waitedMs: number,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      `no ledger relayed the agent edge for ${subject} (${tries} tries over ${waitedMs} ms: every ledger is stopped or restarting); nothing was stored — publish it again later (the same id)`,
+      { code: 'edge_unavailable', ...(options?.cause !== undefined ? { cause: options.cause } : {}) },
+    );
+    this.name = 'EdgeUnavailableError';
+  }
+}
+
+/**
  * What the SDK told the ledger when it gave up on an offer it never claimed (`give_up_offer`):
  * `recorded` with the handoff as it stands now (pending and offered again with `retry_count + 1`,
  * or `failed` and escalated at its retry cap), or the ledger's refusal (`handoff_not_pending`: it

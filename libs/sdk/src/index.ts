@@ -56,6 +56,7 @@ export {
   HandbackResultError,
   DuplicateMessageError,
   EdgeRefusedError,
+  EdgeUnavailableError,
   MessageIdReusedError,
   InvalidInputError,
   LedgerCommandError,

@@ -300,5 +300,6 @@ function publish(publisher: MeshPublisher, subject: string, body: object, msgId:
     undefined,
     messageIdentity(body),
     publishRetryOf(publisher.retry),
+    publisher.edge === true,
   );
 }

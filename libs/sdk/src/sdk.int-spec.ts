@@ -126,7 +126,15 @@ describe('the agent SDK against a real NATS server', () => {
 
   it('publishResult lands in the inbox stream once: the same result_id published twice stores one message (Nats-Msg-Id dedupe)', async () => {
     const agent = await client();
-    const result = { result_id: 'res-1', run_id: 'run-1', workflow_run_id: 'wr-1', body: 'done', decision: decisions.advance('tests pass') };
+    const result = {
+      result_id: 'res-1',
+      run_id: 'run-1',
+      workflow_run_id: 'wr-1',
+      handoff_id: 'h-1',
+      claim_id: 'c-1',
+      body: 'done',
+      decision: decisions.advance('tests pass'),
+    };
     const first = await agent.publishResult(result);
     const second = await agent.publishResult(result);
     expect(first.duplicate).toBe(false);

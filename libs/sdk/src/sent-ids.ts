@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { edgeRefusalOf, Limits, RejectionCode } from '@baton/contracts';
 import { stableStringify } from '@baton/domain';
-import { mapPublishError, PublishTimeout, type NatsHeaders, type NatsJetStream } from '@baton/eventstore';
-import { DuplicateMessageError, EdgeRefusedError, InvalidInputError, MessageIdReusedError } from './errors';
+import { isNoResponders, mapPublishError, PublishTimeout, type NatsHeaders, type NatsJetStream } from '@baton/eventstore';
+import { DuplicateMessageError, EdgeRefusedError, EdgeUnavailableError, InvalidInputError, MessageIdReusedError } from './errors';
 
 /** How many message ids a client remembers by default (its publishes over the 2-minute duplicate window should fit). */
 export const DEFAULT_SENT_IDS = 10_000;
@@ -124,6 +124,9 @@ export function publishRetryOf(retry: Partial<PublishRetry> = {}): PublishRetry 
   return merged;
 }
 
+/** How often a publish through the agent edge is sent again while no ledger relays it, ms. */
+export const EDGE_RETRY_MS = 250;
+
 /** The longest a publish with `retry` takes before it gives up: every attempt's timeout and every wait. */
 export function publishRetrySpanMs(retry: PublishRetry): number {
   let waits = 0;
@@ -144,7 +147,10 @@ export function publishRetrySpanMs(retry: PublishRetry): number {
  * or may not be stored: publishing it again with the same id is still safe. Other publish failures
  * are mapped (`StreamNotFound`, `PermissionDenied`) and not retried. A message over
  * `Limits.maxMessageBytes` is refused before sending ({@link InvalidInputError},
- * `payload_too_large`).
+ * `payload_too_large`). Through the agent edge (`edge`), "no responders" means no ledger relays it
+ * (stopped or restarting), not a missing stream: tried again every {@link EDGE_RETRY_MS} (not counted
+ * as an attempt) for as long as a publish whose every attempt timed out would take
+ * ({@link publishRetrySpanMs}), then {@link EdgeUnavailableError} (nothing stored).
  */
 export async function publishOnce(
   js: Pick<NatsJetStream, 'publish'>,
@@ -155,6 +161,7 @@ export async function publishOnce(
   headers?: NatsHeaders,
   identity?: string,
   retry: PublishRetry = DEFAULT_PUBLISH_RETRY,
+  edge = false,
 ): Promise<PublishAck> {
   if (data.length > Limits.maxMessageBytes) {
     // What Baton would dead-letter `payload_too_large` on arrival: refused here, nothing sent.
@@ -168,6 +175,8 @@ export async function publishOnce(
     .update(identity ?? data)
     .digest('base64url');
   let ack: { seq: number; duplicate: boolean; stream: string } | undefined;
+  const started = Date.now();
+  let unrelayed = 0;
   for (let attempt = 1; ack === undefined; attempt++) {
     if (attempt > 1) await sleep(retry.backoffMs * (attempt - 1));
     if (!sent.attempt(msgId, digest)) throw new MessageIdReusedError(msgId, subject);
@@ -177,6 +186,15 @@ export async function publishOnce(
       // The agent edge answered that it refused the message: nothing was stored, and a retry is refused alike.
       const refusal = edgeRefusalOf(error);
       if (refusal !== null) throw new EdgeRefusedError(subject, refusal, { cause: error });
+      if (edge && isNoResponders(error)) {
+        // No ledger relays the edge now (a restart): nothing was stored; wait and send it again.
+        unrelayed++;
+        const waited = Date.now() - started;
+        if (waited + EDGE_RETRY_MS > publishRetrySpanMs(retry)) throw new EdgeUnavailableError(subject, unrelayed, waited, { cause: error });
+        await sleep(EDGE_RETRY_MS);
+        attempt--;
+        continue;
+      }
       const mapped = mapPublishError(error, subject, undefined);
       if (!(mapped instanceof PublishTimeout)) throw mapped;
       if (attempt >= retry.attempts) throw new PublishTimeout(subject, { cause: error, attempts: attempt, msgId });

@@ -73,8 +73,10 @@ export async function publishAndReport(
     return settled.code;
   } catch (error) {
     if (!(error instanceof InvalidInputError)) throw error;
+    // The SDK's code: the first issue's own code when its check has one (`claim_required`,
+    // `no_notice_recipient`), as the router would record it — one code for one refusal.
     throw new CliError(`${client.what !== undefined ? `${client.what}: ` : ''}${error.message}`, {
-      code: error.rejection.code,
+      code: error.code,
       issues: error.rejection.issues,
     });
   } finally {

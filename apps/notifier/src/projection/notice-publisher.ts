@@ -1,10 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { HumanActionNoticeSchema, Subjects, type HumanActionNotice } from '@baton/contracts';
-import { noticesProjection, type ProjectionStore, type SequencedEvent } from '@baton/projections';
+import type { SequencedEvent } from '@baton/projections';
 import { continueTrace, headersFrom, hopTraceHeaders } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { WebhookHeaders } from '@baton/sdk';
-import { PROJECTION_STORE } from './tokens';
 
 const encoder = new TextEncoder();
 
@@ -42,17 +41,12 @@ const NOTICE_EVENTS = new Set(['run.notice_emitted', 'mesh.notice_emitted']);
  */
 @Injectable()
 export class NoticePublisher {
-  private readonly definition = noticesProjection();
-
-  constructor(
-    @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
-    @Inject(PROJECTION_STORE) private readonly store: ProjectionStore,
-  ) {}
+  constructor(@Inject(RUNTIME) private readonly runtime: ServiceRuntime) {}
 
   /**
    * Publish the notices among `events`: events the `notices` projection has not applied yet and is
-   * about to commit (the range applier passes exactly those). Same at-least-once rule as
-   * {@link publishIfNew}, without a status read per event. Throws if NATS refuses.
+   * about to commit (the range applier passes exactly those, above the projection's last applied
+   * sequence: the at-least-once rule above). Throws if NATS refuses.
    */
   async publishUnapplied(events: readonly SequencedEvent[]): Promise<number> {
     let published = 0;
@@ -63,16 +57,6 @@ export class NoticePublisher {
     }
     if (published > 0) await this.runtime.nats.connection.flush();
     return published;
-  }
-
-  /** Publish the notice of `event` unless the `notices` projection already applied it. Throws if NATS refuses. */
-  async publishIfNew(event: SequencedEvent): Promise<boolean> {
-    if (!NOTICE_EVENTS.has(event.type)) return false;
-    const status = await this.store.status(this.definition);
-    if (event.seq <= status.lastSeq) return false;
-    this.send(event);
-    await this.runtime.nats.connection.flush();
-    return true;
   }
 
   /** Publish the notice `event` carries on `<prefix>.notice.<project>` (core NATS; the caller flushes). */
