@@ -4,6 +4,8 @@ import {
   OpenOffersReplySchema,
   CompleteThenCreateReplySchema,
   LedgerErrorCode,
+  Limits,
+  RejectionCode,
   LedgerReplySchema,
   RetryableLedgerCodes,
   createEventRegistry,
@@ -277,6 +279,11 @@ export class LedgerClient {
     }
     const subject = ledgerCommandSubject(this.prefix, project, as, command);
     const data = encoder.encode(JSON.stringify({ ...body, ...this.speaksFor(as, call, command) }));
+    // What the ledger refuses by its size is refused here, nothing sent: past the server's payload
+    // limit (1 MiB by default) the client could not even send it, and that is no outage to retry.
+    if (data.length > Limits.maxMessageBytes) {
+      return failure(RejectionCode.payloadTooLarge, 'rejected', `the ${command} command is ${data.length} bytes; the cap is ${Limits.maxMessageBytes}`) as R;
+    }
     const timeout = call.timeoutMs ?? this.timeoutMs;
     const traceHeaders = call.trace ? headersFrom(hopTraceHeaders(call.trace)) : undefined;
     let last: R | Refusal = failure(LedgerErrorCode.timeout, 'unavailable', `no reply from the ledger on ${subject}`);
@@ -300,6 +307,8 @@ export class LedgerClient {
           continue;
         }
         // Not retried: the server refuses every attempt alike.
+        if (code === 'MAX_PAYLOAD_EXCEEDED')
+          return failure(RejectionCode.payloadTooLarge, 'rejected', `the ${command} command is ${data.length} bytes, over the NATS server's max_payload`) as R;
         if (code === 'PERMISSIONS_VIOLATION')
           return failure(LedgerErrorCode.permissionDenied, 'forbidden', `these credentials may not publish to ${subject}`) as R;
         return failure(LedgerErrorCode.unavailable, 'unavailable', `request to ${subject} failed: ${(err as Error).message}`) as R;
