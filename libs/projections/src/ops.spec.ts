@@ -3,7 +3,7 @@ import { InvalidCursorError } from './errors';
 import { decodeCursor, encodeCursor } from './items';
 import { assertName, assertPrefix } from './keys';
 import fc from 'fast-check';
-import { encodeOps, Op, ProjectionOpSchema } from './ops';
+import { decodeItemFields, encodeOps, Op, ProjectionOpSchema } from './ops';
 
 describe('projection ops', () => {
   it('encodes every op to the compact wire shape, scalars as strings', () => {
@@ -122,5 +122,14 @@ describe('projection ops', () => {
     expect(() => assertPrefix('a::b')).toThrow();
     expect(() => assertName('projection', 'inbox')).not.toThrow();
     expect(() => assertName('projection', 'In[box]')).toThrow();
+  });
+});
+
+describe('decodeItemFields: an item reads the same whatever order its hash keeps its fields in', () => {
+  it('gives its fields in name order, so the same content serialises (and is tagged) the same', () => {
+    const first = decodeItemFields<Record<string, unknown>>(['trace_id', '"t1"', 'project', '"ops"', 'kind', '"hold"', 'at', '"2026-12-07T00:00:00Z"']);
+    const rewritten = decodeItemFields<Record<string, unknown>>(['at', '"2026-12-07T00:00:00Z"', 'kind', '"hold"', 'trace_id', '"t1"', 'project', '"ops"']);
+    expect(JSON.stringify(rewritten)).toBe(JSON.stringify(first));
+    expect(Object.keys(first)).toEqual(['at', 'kind', 'project', 'trace_id']);
   });
 });

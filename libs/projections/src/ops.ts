@@ -242,8 +242,13 @@ function itemFields(item: Record<string, unknown>): string[] {
 
 /** Decode an item stored as hash fields back into an object. */
 export function decodeItemFields<T>(flat: readonly string[]): T {
+  // In field-name order, not the hash's: a document rewritten with the same content (its fields
+  // set in another order) reads the same, so its answer — and the API's ETag over it — does not change.
+  const names: number[] = [];
+  for (let i = 0; i + 1 < flat.length; i += 2) names.push(i);
+  names.sort((a, b) => (flat[a]! < flat[b]! ? -1 : flat[a]! > flat[b]! ? 1 : 0));
   const out: Record<string, unknown> = {};
-  for (let i = 0; i + 1 < flat.length; i += 2) out[flat[i]] = JSON.parse(flat[i + 1]);
+  for (const i of names) out[flat[i]!] = JSON.parse(flat[i + 1]!);
   return out as T;
 }
 
