@@ -34,7 +34,7 @@ describe('LedgerClient: a command over the cap is refused before it is sent (rea
   ])('%s: payload_too_large, rejected, with the size; nothing reached the ledger', async (_what, size) => {
     const reply = await client.create(
       'acme',
-      { to_agent: 'bob', title: 't', context: { blob: 'x'.repeat(size) }, idempotency_key: `big-${size}` },
+      { handoff_id: `h-big-${size}`, from_agent: 'alice', to_agent: 'bob', summary: 'x'.repeat(size), idempotency_key: `big-${size}` },
       as('alice'),
     );
     expect(reply).toMatchObject({ ok: false, error: { code: 'payload_too_large', kind: 'rejected' } });
