@@ -402,6 +402,14 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
     );
     expect((await post('/v1/stops/stop-r-wr-a:res-a1/answer', { action: 'approve', answered_by: 'olga' })).body.error?.code).toBe('stale_answer');
     expect((await post('/v1/stops/stop-r-wr-a:res-a1/answer', { action: 'deny', colour: 'red' })).body.error?.code).toBe('schema_violation');
+    // A cap goes with a raise_cap, an intent with an intent answer: with another button either would be dropped unread.
+    const capped = await post('/v1/stops/stop-r-wr-a:res-a1/answer', { action: 'deny', cap: 50 });
+    expect(capped).toMatchObject({
+      status: 400,
+      body: { error: { code: 'schema_violation', issues: [{ path: 'cap', message: 'only a raise_cap answer names a cap; this one is deny' }] } },
+    });
+    const intended = await post('/v1/stops/stop-r-wr-a:res-a1/answer', { action: 'approve', intent: 'refund' });
+    expect(intended.body.error?.issues).toEqual([{ path: 'intent', message: 'only an intent answer names an intent; this one is approve' }]);
     expect((await post('/v1/stops/stop-r-wr-a:res-a1/answer', '{"action": ')).body.error?.code).toBe('malformed_json');
     expect((await post('/v1/stops/nope/answer', { action: 'deny', answered_by: 'olga' })).status).toBe(404);
   });

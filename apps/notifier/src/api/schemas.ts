@@ -118,17 +118,34 @@ export const IdParamSchema = IdSchema;
 export const ProjectParamSchema = ProjectIdSchema;
 
 /** `POST /v1/stops/:id/answer`: the packet form's answer. `answer_id` (optional) makes a retried POST idempotent. */
-export const StopAnswerBodySchema = z.strictObject({
-  answer_id: IdSchema.optional(),
-  action: OperatorAnswerActionSchema,
-  intent: z.string().min(1).max(Limits.maxIdLength).optional(),
-  cap: z.number().positive().max(Number.MAX_SAFE_INTEGER, 'a cap is at most 9007199254740991').optional(),
-  note: PersonTextSchema.optional(),
-  /** The packet's `pending_digest` as shown (`null` when it freezes no call, as the packet says it). */
-  pending_digest: z.string().min(1).max(200).nullable().optional(),
-  /** Ignored: the authenticated token names who answers. Accepted so older clients keep working. */
-  answered_by: z.string().min(1).max(200).optional().describe('ignored: the authenticated token names who answers'),
-});
+export const StopAnswerBodySchema = z
+  .strictObject({
+    answer_id: IdSchema.optional(),
+    action: OperatorAnswerActionSchema,
+    intent: z.string().min(1).max(Limits.maxIdLength).optional().describe('the request kind: with action intent only'),
+    cap: z.number().positive().max(Number.MAX_SAFE_INTEGER, 'a cap is at most 9007199254740991').optional().describe('the new cap: with action raise_cap only'),
+    note: PersonTextSchema.optional(),
+    /** The packet's `pending_digest` as shown (`null` when it freezes no call, as the packet says it). */
+    pending_digest: z.string().min(1).max(200).nullable().optional(),
+    /** Ignored: the authenticated token names who answers. Accepted so older clients keep working. */
+    answered_by: z.string().min(1).max(200).optional().describe('ignored: the authenticated token names who answers'),
+  })
+  // An intent goes with an intent answer, a cap with a raise_cap: with another button either would
+  // be dropped unread (a deny with a cap is not a raise), as a hold's target is with its reroute.
+  .superRefine((body, ctx) => {
+    if (body.intent !== undefined && body.action !== 'intent') {
+      ctx.addIssue({ code: 'custom', path: ['intent'], message: `only an intent answer names an intent; this one is ${body.action}` });
+    }
+    if (body.cap !== undefined && body.action !== 'raise_cap') {
+      ctx.addIssue({ code: 'custom', path: ['cap'], message: `only a raise_cap answer names a cap; this one is ${body.action}` });
+    }
+  })
+  .meta({
+    allOf: [
+      { if: { properties: { action: { not: { const: 'intent' } } }, required: ['action'] }, then: { not: { required: ['intent'] } } },
+      { if: { properties: { action: { not: { const: 'raise_cap' } } }, required: ['action'] }, then: { not: { required: ['cap'] } } },
+    ],
+  });
 
 /** `POST /v1/runs/:id/answer`: the answer to a hold. */
 export const HoldAnswerBodySchema = z
