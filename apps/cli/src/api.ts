@@ -50,6 +50,7 @@ export interface RetryKey {
  */
 export async function callApi(ctx: CliContext, method: 'GET' | 'POST', path: string, body?: unknown, retryKey?: RetryKey): Promise<ApiReply> {
   const base = ctx.config().BATON_API_URL.replace(/\/+$/, '');
+  ctx.noteServer('api');
   const url = `${base}${path}`;
   const token = ctx.config().BATON_TOKEN;
   // An answer waits for the router's decision on the server (NOTIFIER_ANSWER_WAIT_MS, at most 60 s).

@@ -350,12 +350,18 @@ describe('the baton command against real NATS and Redis', () => {
       expect({ code: typed.code, out: JSON.parse(typed.out) as unknown }).toEqual({ code: 0, out: [] });
       expect(typed.err).toMatch(/^[^\n]+\n$/);
       expect(JSON.parse(typed.err)).toEqual({
-        warnings: [{ code: 'projection_not_built', message: expect.stringContaining(`no ${command} projection under "${elsewhere}"`) }],
+        warnings: [
+          {
+            code: 'projection_not_built',
+            message: expect.stringContaining(`no ${command} projection under "${elsewhere}" in Redis at ${REDIS_URL}`),
+            details: { projection: command, prefix: elsewhere, redis_url: REDIS_URL },
+          },
+        ],
       });
       const wrong = await baton(command, { BATON_PROJECTION_PREFIX: elsewhere });
       expect(wrong.code).toBe(0);
       expect(wrong.err).toContain(
-        `warning: no ${command} projection under "${elsewhere}": never built, or BATON_PREFIX / BATON_PROJECTION_PREFIX names another keyspace`,
+        `warning: no ${command} projection under "${elsewhere}" in Redis at ${REDIS_URL}: never built, BATON_PREFIX / BATON_PROJECTION_PREFIX names another keyspace, or this is not the platform's Redis`,
       );
       expect(wrong.err).toContain(`baton replay --projection ${command}`);
       // Built (even when what it lists is empty for these filters): no warning.

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { createEventRegistry, inboxPrefixOf, type EventRegistry, type Principal } from '@baton/contracts';
 import {
   CredentialsRefused,
@@ -58,6 +58,14 @@ export interface CliContext {
   nats(): Promise<NatsHandle>;
   /** Whom the NATS credentials name (an agent's for `baton result`; the admin when they name no one Baton issued). */
   natsPrincipal(): Principal;
+  /** The NATS URL(s) the CLI connects to (local.json's while NATS_URL is not set and npm start runs, else NATS_URL or its default). */
+  natsUrl(): string;
+  /**
+   * Say, once per server, when the CLI is about to read `server` at its built-in default while a
+   * deployment folder holds a deployment whose local.json is gone (npm start stopped): the default
+   * may be another deployment's server ({@link CliWarningCode.defaultServerRead}).
+   */
+  noteServer(server: DefaultedServer): void;
   redis(): Promise<RedisHandle>;
   /** The projection store over Redis at the notifier's key prefix. */
   projections(): Promise<ProjectionStore>;
@@ -109,8 +117,46 @@ export interface CliContextOptions {
  * (`readLocalDeployment`): the CLI finds it with no settings. Used only when NATS_URL is not set.
  */
 export function localDeployment(env: Record<string, string | undefined>): LocalDeployment | null {
-  return readLocalDeployment(resolve(env['BATON_NATS_DIR'] ?? 'var/nats-auth'));
+  return readLocalDeployment(deploymentDir(env));
 }
+
+/** A server's URL as the CLI shows it: without the password it may carry (each URL of a comma-separated list). */
+export function shownUrl(url: string): string {
+  return url.replace(/\/\/([^/@:,]*):[^/@,]*@/g, '//$1:***@');
+}
+
+/** The deployment folder: BATON_NATS_DIR, else ./var/nats-auth. */
+export function deploymentDir(env: Record<string, string | undefined>): string {
+  return resolve(env['BATON_NATS_DIR'] ?? 'var/nats-auth');
+}
+
+/** The files that say a deployment folder is a deployment's (written by `baton nats-config` and `npm start`). */
+const DEPLOYMENT_MARKS = ['nats-server.conf', 'npm-start.json'] as const;
+
+/**
+ * The deployment the CLI would have read through local.json, when it cannot: NATS_URL is not set,
+ * the deployment folder holds a deployment (a nats-server.conf or npm-start.json), and local.json
+ * is missing (npm start is not running: it removes the file when it stops) or is not one npm start
+ * wrote. Null otherwise (no deployment here, local.json read, or NATS_URL set).
+ */
+export function stoppedDeployment(
+  env: Record<string, string | undefined>,
+  local: LocalDeployment | null,
+): { dir: string; found: string[]; localJson: 'missing' | 'unreadable' } | null {
+  if (env['NATS_URL'] !== undefined || local !== null) return null;
+  const dir = deploymentDir(env);
+  const found = DEPLOYMENT_MARKS.filter((name) => existsSync(join(dir, name)));
+  if (found.length === 0) return null;
+  return { dir, found, localJson: existsSync(join(dir, 'local.json')) ? 'unreadable' : 'missing' };
+}
+
+/** The servers the CLI reads, each with the setting that names it. */
+export const DEFAULTED_SERVERS = {
+  nats: { what: 'NATS', setting: 'NATS_URL' },
+  redis: { what: 'Redis', setting: 'REDIS_URL' },
+  api: { what: 'the operator API', setting: 'BATON_API_URL' },
+} as const;
+export type DefaultedServer = keyof typeof DEFAULTED_SERVERS;
 
 /**
  * The CLI's settings: the environment, and — when neither NATS_URL nor REDIS_URL is set — the
@@ -160,13 +206,12 @@ export function createCliContext(options: CliContextOptions): CliContext {
   let localRead: { value: ReturnType<typeof localDeployment> } | null = null;
   const local = () => (localRead ??= { value: localDeployment(env) }).value;
   // Where NATS is and whose credentials speak there: the creds file is read once too.
-  let target: { local: ReturnType<typeof localDeployment>; credsFile: string | undefined; principal: Principal; grantsResponses: boolean } | null = null;
+  let target: { credsFile: string | undefined; principal: Principal; grantsResponses: boolean } | null = null;
   const natsTarget = () =>
     (target ??= (() => {
       const credsFile = ctx.config().NATS_CREDS ?? (env['NATS_URL'] === undefined ? local()?.admin : undefined);
       const creds = credsTextOf(credsFile);
       return {
-        local: local(),
         credsFile,
         principal: (creds === null ? null : principalOfCreds(creds)) ?? { kind: 'op' as const, relay: 'admin' as const },
         grantsResponses: creds !== null && credsGrantResponses(creds),
@@ -176,6 +221,7 @@ export function createCliContext(options: CliContextOptions): CliContext {
   let registry: EventRegistry | null = null;
   const owned: (() => Promise<void>)[] = [];
   const warnings: CliWarning[] = [];
+  const noted = new Set<DefaultedServer>();
 
   const ctx: CliContext = {
     io: options.io,
@@ -205,13 +251,40 @@ export function createCliContext(options: CliContextOptions): CliContext {
     natsPrincipal() {
       return natsTarget().principal;
     },
+    natsUrl() {
+      const found = env['NATS_URL'] === undefined ? local() : null;
+      return found !== null ? found.url : ctx.config().NATS_URL;
+    },
+    noteServer(server) {
+      if (noted.has(server)) return;
+      noted.add(server);
+      const { what, setting } = DEFAULTED_SERVERS[server];
+      // Set in the environment (or, for Redis and the API, taken from local.json): not a default.
+      if (env[setting] !== undefined) return;
+      const stopped = stoppedDeployment(env, local());
+      if (stopped === null) return;
+      const cfg = ctx.config();
+      const url = shownUrl(server === 'nats' ? cfg.NATS_URL : server === 'redis' ? cfg.REDIS_URL : cfg.BATON_API_URL);
+      const why =
+        stopped.localJson === 'missing'
+          ? `no local.json: npm start is not running (it removes local.json when it stops)`
+          : `its local.json is not one npm start wrote`;
+      ctx.warn(
+        CliWarningCode.defaultServerRead,
+        `reading ${what} at ${url}, the default: ${stopped.dir} holds a deployment (${stopped.found.join(', ')}) but ${why}, ` +
+          `so this may be another deployment's server. Start the platform (npm start), or set ${setting}${server === 'nats' ? ' and NATS_CREDS' : ''} to the one meant`,
+        undefined,
+        { server, url, setting, deployment_dir: stopped.dir, found: stopped.found, local_json: stopped.localJson },
+      );
+    },
     nats() {
       nats ??= (async () => {
         // The reply inbox the credentials may subscribe to is their principal's (an agent's creds
         // for `baton result`), the admin's when they name none Baton wrote; an agent may not ask
         // the JetStream API for its account info either.
-        const { local, credsFile, principal, grantsResponses } = natsTarget();
-        const url = env['NATS_URL'] === undefined && local ? local.url : ctx.config().NATS_URL;
+        const { credsFile, principal, grantsResponses } = natsTarget();
+        const url = ctx.natsUrl();
+        ctx.noteServer('nats');
         try {
           const handle = await connectNats({
             servers: url.split(','),
@@ -246,6 +319,7 @@ export function createCliContext(options: CliContextOptions): CliContext {
     redis() {
       redis ??= (async () => {
         const url = ctx.config().REDIS_URL;
+        ctx.noteServer('redis');
         const handle = createRedis(url, { maxRetriesPerRequest: 1, retryStrategy: () => null, commandTimeout: ctx.config().REDIS_COMMAND_TIMEOUT_MS });
         owned.push(() => handle.close());
         try {

@@ -59,6 +59,10 @@ export const CliErrorCode = {
    * (`details.projections`: each `{ projection, version, live_version }`).
    */
   projectionVersionMismatch: 'projection_version_mismatch',
+  /** `token create --name`: a name Baton's own actors use (baton-*, admin, system…; exit 2, `details.name`). */
+  tokenNameReserved: 'token_name_reserved',
+  /** `token create --name`: an active token has the name (exit 1, `details.token_ids`); `--rotate` revokes it instead. */
+  tokenNameTaken: 'token_name_taken',
 } as const;
 
 /**
@@ -105,6 +109,12 @@ export const CliWarningCode = {
   earlierCredsValid: 'earlier_creds_valid',
   /** `creds revoke`, `creds … --rotate`: local.json names npm start's nats-server at a pid where none runs (`details`: pid, log). */
   localServerNotRunning: 'local_server_not_running',
+  /**
+   * The CLI read NATS, Redis or the operator API at its built-in default while the deployment folder
+   * holds a deployment whose local.json is gone (npm start is not running): the default may be
+   * another deployment's server (`details`: server, url, setting, deployment_dir, found, local_json).
+   */
+  defaultServerRead: 'default_server_read',
 } as const;
 export type CliWarningCode = (typeof CliWarningCode)[keyof typeof CliWarningCode];
 
@@ -146,13 +156,22 @@ export class CliError extends Error {
 
 /**
  * The CLI's error for a stream it could not read, typed by why: `not_found` when the stream does not
- * exist (another `BATON_PREFIX`, or a platform never started), `permission_denied` when the
+ * exist (another NATS server than the platform's — named in the message and `details.nats_url` —,
+ * another `BATON_PREFIX`, or a platform never started), `permission_denied` when the
  * credentials may not read it (an agent's, not the admin's), else `unavailable`.
  */
-export function streamReadError(error: unknown, stream: string, prefix: string): CliError {
+export function streamReadError(error: unknown, stream: string, prefix: string, url: string): CliError {
+  const natsUrl = url.replace(/\/\/([^/@:,]*):[^/@,]*@/g, '//$1:***@');
   const message = (error as Error).message;
   if (error instanceof StreamNotFound || jsErrCode(error) === JsErrCode.streamNotFound)
-    return new CliError(`no stream ${stream}: is BATON_PREFIX=${prefix} right, and was the platform started?`, { cause: error, code: CliErrorCode.notFound });
+    return new CliError(
+      `no stream ${stream} on NATS at ${natsUrl}: is this the platform's NATS, is BATON_PREFIX=${prefix} right, and was the platform started?`,
+      {
+        cause: error,
+        code: CliErrorCode.notFound,
+        details: { stream, prefix, nats_url: natsUrl },
+      },
+    );
   if (isPermissionsViolation(error))
     return new CliError(`these credentials may not read stream ${stream} (${message}): use the admin's`, {
       cause: error,

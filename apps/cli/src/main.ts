@@ -35,7 +35,9 @@ Environment:
   BATON_TOKEN     the operator API token answer, answer-hold, decide and abandon send
   NATS_CREDS      this principal's NATS credentials file (default: the admin's of the local deployment,
                   named by <BATON_NATS_DIR>/local.json when npm start made it)
-  BATON_NATS_DIR  the deployment folder baton nats-config and creds write, and local.json's (default var/nats-auth)
+  BATON_NATS_DIR  the deployment folder baton nats-config and creds write, and local.json's (default var/nats-auth);
+                  when it holds a deployment but no local.json (npm start stopped), a command that reads a
+                  server at its default warns default_server_read, naming it: it may be another deployment's
   REDIS_COMMAND_TIMEOUT_MS
                   how long one Redis command may wait for its reply (default 1000)
   BATON_PROJECTION_PREFIX

@@ -46,7 +46,7 @@ export async function eventSource(ctx: CliContext): Promise<{ source: ReplaySour
   try {
     state = (await nats.jsm.streams.info(stream)).state;
   } catch (error) {
-    throw streamReadError(error, stream, prefix);
+    throw streamReadError(error, stream, prefix, ctx.natsUrl());
   }
   const source = jetStreamReplaySource({
     nats,

@@ -109,7 +109,14 @@ describe('SRE commands (real NATS and Redis)', () => {
       const io = bufferedIo();
       const missing = await main([...command, '--json'], { io, env: { NATS_URL, REDIS_URL, BATON_PREFIX: `${prefix}none` } });
       expect({ command, code: missing }).toEqual({ command, code: 1 });
-      expect(JSON.parse(io.err())).toMatchObject({ error: { code: 'not_found', message: expect.stringContaining(`BATON_PREFIX=${prefix}none right`) } });
+      // It names the NATS server it read: a stopped platform's CLI reads the default server, which may be another deployment's.
+      expect(JSON.parse(io.err())).toMatchObject({
+        error: {
+          code: 'not_found',
+          message: expect.stringContaining(`on NATS at ${NATS_URL}: is this the platform's NATS, is BATON_PREFIX=${prefix}none right`),
+          details: { nats_url: NATS_URL, prefix: `${prefix}none` },
+        },
+      });
     }
   });
 

@@ -22,7 +22,7 @@ export async function streamProjects(ctx: CliContext, kind: AggregateKind, id: s
   const stream = batonStreamNames(prefix).events;
   const info = await nats.jsm.streams.info(stream, { subjects_filter: SubjectTable.event.format(prefix, { kind, id }) }).catch((error: unknown) => {
     // Credentials that may not read the stream (an agent's): said as such, not taken for "no such id".
-    if (isPermissionsViolation(error)) throw streamReadError(error, stream, prefix);
+    if (isPermissionsViolation(error)) throw streamReadError(error, stream, prefix, ctx.natsUrl());
     throw error;
   });
   const projects = Object.keys(info.state.subjects ?? {}).flatMap((subject) => {
@@ -49,7 +49,8 @@ export async function readHistory(ctx: CliContext, kind: AggregateKind, id: stri
   const store = await ctx.eventStore();
   const { events } = await store.read({ project: resolved, kind, id }).catch((error: unknown) => {
     // No events stream under this prefix: typed as streams, verify and dlq say it (not the store's own code).
-    if (error instanceof StreamNotFound) throw streamReadError(error, batonStreamNames(ctx.config().BATON_PREFIX).events, ctx.config().BATON_PREFIX);
+    if (error instanceof StreamNotFound)
+      throw streamReadError(error, batonStreamNames(ctx.config().BATON_PREFIX).events, ctx.config().BATON_PREFIX, ctx.natsUrl());
     throw error;
   });
   if (events.length === 0) return null;

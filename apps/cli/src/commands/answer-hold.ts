@@ -3,12 +3,13 @@ import { ANSWER_OPTIONS, answerBasics, postAnswer } from '../api';
 import type { Command } from '../command';
 import { parseCommandArgs, required, str } from '../command';
 import { ExitCode, UsageError } from '../errors';
+import { idFromArgument } from '../inbox-item';
 
 /** `baton answer-hold`: the CLI's way to answer a held run (the inbox's hold items), as `baton answer` answers a stop packet. */
 export const answerHoldCommand: Command = {
   name: 'answer-hold',
   summary: 'answer a held run: continue on its pending edge, reroute to a step, agent or role, or terminate',
-  help: `Usage: baton answer-hold <run-id> --action continue|reroute|terminate [--target t] [--hold-cause kind:id] [--project p] [options]
+  help: `Usage: baton answer-hold <run-id | hold item id> --action continue|reroute|terminate [--target t] [--hold-cause kind:id] [--project p] [options]
 
 Answer a held run (an inbox item of kind hold: an agent's hold, a human gate, a no-action hold)
 through the operator API (POST /v1/projects/<p>/runs/<id>/answer at BATON_API_URL). The API waits
@@ -18,6 +19,9 @@ edge to continue on, resume_target_unknown for a target that names nothing, run_
 stale_answer when --hold-cause names a hold the run is no longer in), or not decided yet (exit 0
 with a note and the status link). Run ids are unique only within a project:
 without --project the id must be held by one of the token's projects only.
+<run-id> is the workflow_run_id, or the inbox item id baton inbox prints
+(hold:<seq>:<project>:<run>), which names the project too; another kind's item id (stop:…,
+handback:…) is a usage error (exit 2) naming the command that answers it.
 
 Options:
   --project <p>      the run's project (required when several projects hold <run-id>)
@@ -45,7 +49,11 @@ Options:
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;
     }
-    const runId = args.positionals[0]!;
+    // The inbox item id `baton inbox` prints (hold:<seq>:<project>:<run>) names the run and its
+    // project; another kind's item id (a stop's, a handback's) is a usage error naming its command.
+    const named = idFromArgument(args.positionals[0]!, 'hold', 'a held run', str(args, 'project'));
+    const runId = named.id;
+    if (named.project !== undefined) args.values['project'] = named.project;
     const action = HoldAnswerActionSchema.safeParse(required(args, 'action'));
     if (!action.success) throw new UsageError('--action must be continue, reroute or terminate (a stop packet: use `baton answer`)');
     const target = str(args, 'target');

@@ -1,17 +1,10 @@
 import { OperatorAnswerActionSchema, type PendingToolCall } from '@baton/contracts';
 import { callSummary, clip } from '@baton/domain';
-import { parseProjectRef } from '@baton/projections';
 import { ANSWER_OPTIONS, answerBasics, apiRefusal, callApi, postAnswer, recordPath, replyOf, StopReplyShape, throwIfAmbiguous } from '../api';
 import type { Command } from '../command';
 import { parseCommandArgs, required, str } from '../command';
 import { CliError, ExitCode, UsageError } from '../errors';
-
-/** The project and packet of an inbox stop item id (`stop:<project>:<packet_id>`), or null for a plain packet id. */
-function inboxStopItem(id: string): { project: string; packetId: string } | null {
-  if (!id.startsWith('stop:')) return null;
-  const ref = parseProjectRef(id.slice('stop:'.length));
-  return ref === null ? null : { project: ref.project, packetId: ref.id };
-}
+import { idFromArgument } from '../inbox-item';
 
 export const answerCommand: Command = {
   name: 'answer',
@@ -29,7 +22,8 @@ with its pending_digest (baton stops --json, GET /v1/projects/<p>/stops/<id>). W
 approve sends nothing: it prints the frozen call and its digest to approve it with (exit 2); a
 digest of another call than the one frozen now is refused stale_answer (exit 1).
 <stop-id> is the packet id, or the inbox item id baton inbox prints (stop:<project>:<packet>),
-which names the project too.
+which names the project too; another kind's item id (hold:…, handback:…) is a usage error (exit 2)
+naming the command that answers it.
 Stop packet ids are unique only within a project: without --project the id must be held by one
 of the token's projects only (otherwise a usage error names them).
 
@@ -60,15 +54,11 @@ Options:
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;
     }
-    // An inbox item id (`stop:<project>:<packet_id>`, as `baton inbox` prints it) names the project too.
-    const item = inboxStopItem(args.positionals[0]!);
-    const stopId = item?.packetId ?? args.positionals[0]!;
-    if (item !== null) {
-      const given = str(args, 'project');
-      if (given !== undefined && given !== item.project)
-        throw new UsageError(`${args.positionals[0]} is an inbox item of project ${item.project}, not ${given}`);
-      args.values['project'] = item.project;
-    }
+    // An inbox item id (`stop:<project>:<packet_id>`, as `baton inbox` prints it) names the project
+    // too; another kind's item id (a hold's, a handback's) is a usage error naming its command.
+    const named = idFromArgument(args.positionals[0]!, 'stop', 'a stop packet', str(args, 'project'));
+    const stopId = named.id;
+    if (named.project !== undefined) args.values['project'] = named.project;
     const action = OperatorAnswerActionSchema.safeParse(required(args, 'action'));
     if (!action.success || action.data === 'accept' || action.data === 'rework') {
       throw new UsageError('--action must be approve, deny, intent, raise_cap or acknowledge (accept / rework: use `baton decide`)');

@@ -4,6 +4,7 @@ import { postHandoffAction } from '../api';
 import type { Command } from '../command';
 import { parseCommandArgs, str } from '../command';
 import { ExitCode, UsageError } from '../errors';
+import { idFromArgument } from '../inbox-item';
 import { projectArg } from '../timeline';
 
 export const decideCommand: Command = {
@@ -18,7 +19,9 @@ decision was applied, exit 1 with the refusal's code when it was refused (e.g. a
 decided the handback first); sent again with the same --key it changes nothing and says already
 (--json: events 0). Handoff ids are unique only within a project:
 without --project the id must be held by one of the token's projects only (otherwise a usage error
-names them).
+names them). <handoff-id> is the handback's handoff id, or the inbox item id baton inbox prints
+(handback:<project>:<handoff>), which names the project too; another kind's item id (stop:…,
+hold:…, escalation:…) is a usage error (exit 2) naming what answers it.
 
 Options:
   --project <p>       the handback's project (required when several projects hold <handoff-id>)
@@ -38,12 +41,16 @@ Options:
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;
     }
-    const [handoffId, decision] = args.positionals as [string, string];
+    const [argument, decision] = args.positionals as [string, string];
     if (decision !== 'accept' && decision !== 'rework') throw new UsageError(`the decision is accept or rework, got "${decision}"`);
     const note = str(args, 'note');
     if (decision === 'rework' && (note === undefined || !hasVisibleText(note))) throw new UsageError('a rework needs --note saying what to change');
     const given = str(args, 'project');
-    const project = given !== undefined ? projectArg(given) : undefined;
+    // The inbox item id `baton inbox` prints (handback:<project>:<handoff>) names the handoff and its
+    // project; another kind's item id (a stop's, a hold's) is a usage error naming its command.
+    const named = idFromArgument(argument, 'handback', 'a handback', given !== undefined ? projectArg(given) : undefined);
+    const handoffId = named.id;
+    const project = named.project;
     const key = str(args, 'key') ?? `cli-${randomUUID()}`;
     const json = args.values['json'] === true;
     const acted = await postHandoffAction(ctx, {

@@ -60,10 +60,10 @@ async function guarded<T>(ctx: CliContext, work: () => Promise<T>): Promise<T> {
     return await work();
   } catch (error) {
     if (error instanceof StreamNotFound)
-      throw new CliError(`no dead-letter stream for prefix ${ctx.config().BATON_PREFIX} (nothing was ever dead-lettered, or the platform was never started)`, {
-        cause: error,
-        code: CliErrorCode.notFound,
-      });
+      throw new CliError(
+        `no dead-letter stream for prefix ${ctx.config().BATON_PREFIX} on NATS at ${ctx.natsUrl()} (nothing was ever dead-lettered, the platform was never started, or this is not the platform's NATS)`,
+        { cause: error, code: CliErrorCode.notFound, details: { prefix: ctx.config().BATON_PREFIX, nats_url: ctx.natsUrl() } },
+      );
     throw error;
   }
 }

@@ -1,10 +1,10 @@
-import { HandoffEscalatedSchema, HandoffPrioritySchema, HoldKindSchema } from '@baton/contracts';
+import { ActorNameSchema, HandoffEscalatedSchema, HandoffPrioritySchema, HoldKindSchema } from '@baton/contracts';
 import { createBatonViews, InboxKind, InboxStatus, InboxWhys, type InboxItem } from '@baton/projections';
 import type { Command } from '../command';
 import { parseCommandArgs, str } from '../command';
 import { ExitCode, UsageError } from '../errors';
 import { isoOf } from '../output';
-import { checkAllowed, checkProjects, filtersOf, listOf, PAGE_OPTIONS, pageRequest, printPage, readPage, warnIfUnbuilt } from './paging';
+import { checkAllowed, checkIds, checkProjects, filtersOf, listOf, PAGE_OPTIONS, pageRequest, printPage, readPage, warnIfUnbuilt } from './paging';
 
 const FILTERS = ['project', 'kind', 'why', 'agent', 'priority'] as const;
 
@@ -26,7 +26,8 @@ baton decide <handoff_id> — each with --project <project>. The table prints id
 Filters (repeat one, or give a comma-separated list: any of the values matches):
   --project <p>    --kind stop|hold|handback|escalation    --why <why>
   --agent <a>      --priority low|medium|high|urgent       --status open|answered|closed|any (default open)
-  (--why: a stop's why, ${HoldKindSchema.options.join(' or ')} for a hold, ${HandoffEscalatedSchema.shape.cause.options.join(', ')} for an escalation)
+  (--agent: an actor name, letters, digits and _ - . : @, as GET /v1/inbox takes it; another value
+  is a usage error, exit 2. --why: a stop's why, ${HoldKindSchema.options.join(' or ')} for a hold, ${HandoffEscalatedSchema.shape.cause.options.join(', ')} for an escalation)
 
 Options:
   --limit <n>      page size, 1-500 (default 50)
@@ -59,6 +60,8 @@ Options:
     checkAllowed('kind', listOf(args.values['kind']), Object.values(InboxKind));
     checkAllowed('why', listOf(args.values['why']), InboxWhys);
     checkAllowed('priority', listOf(args.values['priority']), HandoffPrioritySchema.options);
+    // The rule GET /v1/inbox applies to agent (an actor name): a value it refuses is a usage error, not an empty inbox.
+    checkIds('agent', listOf(args.values['agent']), ActorNameSchema);
     const filters = filtersOf(args.values, FILTERS);
     const status = listOf(args.values['status']);
     checkAllowed('status', status, [...Object.values(InboxStatus), 'any', 'all']);

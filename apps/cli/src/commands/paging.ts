@@ -1,8 +1,9 @@
+import type { z } from 'zod';
 import { InvalidCursorError, type ItemFilters, type ProjectionStore } from '@baton/projections';
 import { int, str, type ParsedArgs } from '../command';
 import { CliWarningCode, ExitCode, UsageError } from '../errors';
 import { projectArg } from '../timeline';
-import type { CliContext } from '../context';
+import { shownUrl, type CliContext } from '../context';
 import { printJson, renderTable, type CliIo, type Column } from '../output';
 
 // What the listing commands (`baton inbox`, `baton stops`) share: repeatable filter options, the
@@ -45,6 +46,19 @@ export function checkProjects(values: readonly string[]): void {
   for (const project of values) projectArg(project);
 }
 
+/**
+ * Refuse (exit 2) a value of an id or name filter (`--agent`, `--run`) that the contract's schema —
+ * the one the API's query checks the same filter with (apps/notifier/src/api/schemas.ts) — refuses:
+ * the API answers it 400 `schema_violation`; read straight from the projections it would match
+ * nothing and print an empty list, as if there were nothing to do.
+ */
+export function checkIds(option: string, values: readonly string[], schema: z.ZodType<string>): void {
+  for (const value of values) {
+    const parsed = schema.safeParse(value);
+    if (!parsed.success) throw new UsageError(`--${option} ${JSON.stringify(value)}: ${parsed.error.issues.map((issue) => issue.message).join('; ')}`);
+  }
+}
+
 /** Item filters from repeatable options (one value → that value, several → any of them). */
 export function filtersOf(values: Record<string, unknown>, fields: readonly (keyof ItemFilters)[]): ItemFilters {
   const filters: ItemFilters = {};
@@ -80,10 +94,13 @@ export async function readPage<T>(read: () => Promise<Page<T>>): Promise<Page<T>
 export async function warnIfUnbuilt<T>(ctx: CliContext, store: ProjectionStore, projection: string, page: Page<T>): Promise<void> {
   if (page.items.length > 0 || page.nextCursor !== null) return;
   if ((await store.status({ name: projection, version: 0 })).activeGeneration !== null) return;
+  const redis = shownUrl(ctx.config().REDIS_URL);
   ctx.warn(
     CliWarningCode.projectionNotBuilt,
-    `no ${projection} projection under "${store.prefix}": never built, or BATON_PREFIX / BATON_PROJECTION_PREFIX names another keyspace ` +
-      `(\`baton streams\` shows the prefix's streams; \`baton replay --projection ${projection}\` builds it)`,
+    `no ${projection} projection under "${store.prefix}" in Redis at ${redis}: never built, BATON_PREFIX / BATON_PROJECTION_PREFIX names another keyspace, ` +
+      `or this is not the platform's Redis (\`baton streams\` shows the prefix's streams; \`baton replay --projection ${projection}\` builds it)`,
+    undefined,
+    { projection, prefix: store.prefix, redis_url: redis },
   );
 }
 

@@ -1,9 +1,9 @@
-import { StopPacketStatusSchema, StopWhySchema } from '@baton/contracts';
+import { AgentNameSchema, IdSchema, StopPacketStatusSchema, StopWhySchema } from '@baton/contracts';
 import { createBatonViews, type StopRecord } from '@baton/projections';
 import type { Command } from '../command';
 import { parseCommandArgs, str } from '../command';
 import { ExitCode } from '../errors';
-import { checkAllowed, checkProjects, filtersOf, listOf, PAGE_OPTIONS, pageRequest, printPage, readPage, warnIfUnbuilt } from './paging';
+import { checkAllowed, checkIds, checkProjects, filtersOf, listOf, PAGE_OPTIONS, pageRequest, printPage, readPage, warnIfUnbuilt } from './paging';
 
 export const stopsCommand: Command = {
   name: 'stops',
@@ -19,7 +19,8 @@ JSON: the line {"warnings":[{"code":"projection_not_built",…}]}). The table pr
 Options:
   --why <why>       unknown_intent, policy, budget, parse_fail, thrash, circuit_open, banned_click, guard_failed
   --run <id>        only the packets of the runs of this id (in every project, or those of --project)
-  --agent <a>       the agent that stopped
+  --agent <a>       the agent that stopped (an agent name, as GET /v1/stops takes it: another
+                    value is a usage error, exit 2, as a malformed --run or --project is)
   --status <s>      open, answered, or any (all; the default: both)
   --project <p>     the project
   --limit <n>       page size, 1-500 (default 50)
@@ -47,13 +48,16 @@ Options:
     }
     checkProjects(listOf(args.values['project']));
     checkAllowed('why', listOf(args.values['why']), StopWhySchema.options);
+    // The rules GET /v1/stops applies to agent (an agent name) and run (an id): a value it refuses is a usage error, not an empty list.
+    checkIds('agent', listOf(args.values['agent']), AgentNameSchema);
+    const run = str(args, 'run');
+    if (run !== undefined) checkIds('run', [run], IdSchema);
     const status = listOf(args.values['status']);
     checkAllowed('status', status, [...StopPacketStatusSchema.options, 'any', 'all']);
     // `any` (or `all`), as GET /v1/stops takes it: both statuses, the default.
     const everyStatus = status.includes('any') || status.includes('all');
     const store = await ctx.projections();
     const views = createBatonViews(store);
-    const run = str(args, 'run');
     const page = await readPage(() =>
       views.stops({
         filters: filtersOf(args.values, everyStatus ? ['why', 'agent', 'project'] : ['why', 'agent', 'status', 'project']),

@@ -81,7 +81,7 @@ Options:
       try {
         info = await nats.jsm.streams.info(stream);
       } catch (error) {
-        throw streamReadError(error, stream, prefix);
+        throw streamReadError(error, stream, prefix, ctx.natsUrl());
       }
       const consumers: ConsumerHealth[] = [];
       for await (const consumer of consumerInfos(nats.jsm, stream)) {
