@@ -241,7 +241,8 @@ describe('Baton end to end: four services as processes', () => {
       // A person reroutes the run to an agent of the roster, through the operator API.
       const made = await run(
         process.execPath,
-        ['bin/baton.js', 'token', 'create', '--role', 'operator', '--project', project, '--name', 'olga', '--json'],
+        // olga has a token already (of project e2e, made above): a token's name is unique among active tokens, so this one replaces it.
+        ['bin/baton.js', 'token', 'create', '--role', 'operator', '--project', project, '--name', 'olga', '--rotate', '--json'],
         env,
       );
       expect(made.code).toBe(0);

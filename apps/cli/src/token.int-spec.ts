@@ -141,4 +141,45 @@ describe('baton token: expiry at creation, shown in the list (real Redis)', () =
     }
     expect(await count()).toBe(before);
   });
+
+  it("--name is who acted: a name Baton's own actors use is a usage error (exit 2, token_name_reserved); an active token's name is token_name_taken (exit 1) unless --rotate, which revokes it", async () => {
+    const count = async () => (await redis.client.smembers(ApiTokenKeys.tokens(prefix))).length;
+    const before = await count();
+    for (const name of ['baton-router', 'system', 'admin', 'project-client']) {
+      const refused = await baton('token', 'create', '--role', 'operator', '--project', 'ops', '--name', name, '--json');
+      expect({ name, code: refused.code, error: (JSON.parse(refused.err) as { error: unknown }).error }).toEqual({
+        name,
+        code: 2,
+        error: expect.objectContaining({ code: 'token_name_reserved', details: { name } }),
+      });
+    }
+    expect(await count()).toBe(before);
+
+    const first = JSON.parse((await baton('token', 'create', '--role', 'operator', '--project', 'ops', '--name', 'otto', '--json')).out) as {
+      token_id: string;
+      rotated: string[];
+    };
+    expect(first.rotated).toEqual([]);
+    const second = await baton('token', 'create', '--role', 'operator', '--project', 'ops', '--name', 'otto', '--json');
+    expect(second.code).toBe(1);
+    expect(JSON.parse(second.err)).toMatchObject({ error: { code: 'token_name_taken', details: { name: 'otto', token_ids: [first.token_id] } } });
+    const prose = await baton('token', 'create', '--role', 'operator', '--project', 'ops', '--name', 'otto');
+    expect(prose.code).toBe(1);
+    expect(prose.err).toContain('--rotate');
+    expect(await count()).toBe(before + 1);
+
+    const rotated = await baton('token', 'create', '--role', 'operator', '--project', 'ops', '--name', 'otto', '--rotate', '--json');
+    expect(rotated.code).toBe(0);
+    const made = JSON.parse(rotated.out) as { token_id: string; rotated: string[] };
+    expect(made.rotated).toEqual([first.token_id]);
+    expect((await record(first.token_id)).revoked_at).toEqual(expect.any(String));
+    expect((await record(made.token_id)).revoked_at).toBeNull();
+  });
+
+  it('revoke of a malformed token id is a usage error (exit 2), not not_found', async () => {
+    const malformed = await baton('token', 'revoke', 'nothex', '--json');
+    expect(malformed.code).toBe(2);
+    expect(JSON.parse(malformed.err)).toMatchObject({ error: { code: 'usage', details: { token_id: 'nothex' } } });
+    expect((await baton('token', 'revoke', '0123456789ABCDEF')).code).toBe(2);
+  });
 });

@@ -41,10 +41,14 @@ function demoToken(project: string): string {
   const given = process.env['BATON_TOKEN'];
   if (given) return given;
   const cli = join(__dirname, '..', '..', '..', '..', 'bin', 'baton.js');
-  const made = spawnSync(process.execPath, [cli, 'token', 'create', '--role', 'operator', '--project', project, '--name', 'demo-operator', '--json'], {
-    encoding: 'utf8',
-    env: { ...process.env, BATON_CLI_NO_BUILD: process.env['BATON_CLI_NO_BUILD'] ?? '0' },
-  });
+  const made = spawnSync(
+    process.execPath,
+    [cli, 'token', 'create', '--role', 'operator', '--project', project, '--name', 'demo-operator', '--rotate', '--json'],
+    {
+      encoding: 'utf8',
+      env: { ...process.env, BATON_CLI_NO_BUILD: process.env['BATON_CLI_NO_BUILD'] ?? '0' },
+    },
+  );
   if (made.status !== 0) throw new Error(`could not create an operator token (baton token create): ${made.stderr}`);
   return (JSON.parse(made.stdout) as { token: string }).token;
 }

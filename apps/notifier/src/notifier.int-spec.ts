@@ -270,6 +270,12 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
       const response = await get(path);
       expect({ path, status: response.status, code: response.body.error?.code }).toEqual({ path, status: 404, code: 'not_found' });
     }
+    // A path no route takes is not a missing record: a client switching on the code tells a wrong URL apart.
+    for (const path of ['/v1/nope', '/v1/v1/stops/nope', '/v2/stops/nope']) {
+      const response = await get(path);
+      expect({ path, status: response.status, code: response.body.error?.code }).toEqual({ path, status: 404, code: 'route_not_found' });
+    }
+    expect((await post('/v1/v1/runs/wr-b/answer', { action: 'continue' })).body.error?.code).toBe('route_not_found');
   });
 
   it('GET /v1/stops queries packets by why, run and status; GET /v1/stops/:id returns the packet with its frozen call', async () => {
@@ -545,7 +551,7 @@ describe('notifier (real NATS, Redis and HTTP)', () => {
       expect(schema.safeParse(answer.body).error).toBeUndefined();
       expect((paths[path]!['get'] as { responses: Record<string, { content?: unknown }> }).responses['200']!.content).toBeDefined();
     }
-    // A viewer's answer (role_forbidden) and the stopped agent's (answer_forbidden) are 403.
+    // A viewer's answer (role_forbidden) and an agent's (answer_forbidden: its role may not answer) are 403.
     for (const path of ['/v1/stops/{id}/answer', '/v1/projects/{project}/stops/{id}/answer']) {
       expect(Object.keys((paths[path]!['post'] as { responses: Record<string, unknown> }).responses)).toContain('403');
     }

@@ -1,5 +1,15 @@
 import { ActorNameSchema, ProjectIdSchema } from '@baton/contracts';
-import { API_TOKEN_ROLES, ApiTokenInputError, ApiTokenStore, apiTokenExpired, parseTokenLifetime, type ApiTokenRole } from '@baton/platform';
+import {
+  API_TOKEN_ID_PATTERN,
+  API_TOKEN_ROLES,
+  ApiTokenInputError,
+  ApiTokenNameError,
+  ApiTokenNameErrorCode,
+  ApiTokenStore,
+  apiTokenExpired,
+  parseTokenLifetime,
+  type ApiTokenRole,
+} from '@baton/platform';
 import type { Command, ParsedArgs } from '../command';
 import { flag, parseCommandArgs, required } from '../command';
 import type { CliContext } from '../context';
@@ -29,7 +39,9 @@ function list(args: ParsedArgs, name: string): string[] {
 async function create(args: ParsedArgs, ctx: CliContext): Promise<ExitCode> {
   const role = required(args, 'role');
   if (!API_TOKEN_ROLES.includes(role as ApiTokenRole)) throw new UsageError(`--role must be viewer, operator or admin, got "${role}"`);
-  const name = (args.values['name'] as string | undefined) ?? ctx.operator();
+  // A token's name is a person's identity: never the `operator` placeholder other commands fall back to.
+  const name = (args.values['name'] as string | undefined) ?? ctx.namedOperator();
+  if (name === undefined) throw new UsageError('--name: give the name of the person the token is for (neither BATON_OPERATOR nor USER names anyone)');
   if (!ActorNameSchema.safeParse(name).success) throw new UsageError(`--name may hold letters, digits and _ - . : @ only (1-128), got "${name}"`);
   const projects = list(args, 'project');
   if (flag(args, 'all-projects') && projects.length > 0) throw new UsageError('give --project <p> (repeatable) or --all-projects, not both');
@@ -53,14 +65,24 @@ async function create(args: ParsedArgs, ctx: CliContext): Promise<ExitCode> {
       createdBy: ctx.env['USER'] ?? 'baton-cli',
       now: new Date(now).toISOString(),
       ...(expiresAt !== null ? { expiresAt } : {}),
+      ifNameTaken: flag(args, 'rotate') ? 'rotate' : 'refuse',
     });
   } catch (error) {
+    // A name Baton's own actors use is a mistake in the command line (exit 2); a name an active
+    // token has is the deployment's state (exit 1): revoke that token, choose another name, or --rotate.
+    if (error instanceof ApiTokenNameError && error.code === ApiTokenNameErrorCode.reserved)
+      throw new UsageError(`--name: ${error.message}`, true, { code: CliErrorCode.tokenNameReserved, details: error.details });
+    if (error instanceof ApiTokenNameError)
+      throw new CliError(`--name: ${error.message}${error.details.token_ids ? ' (`baton token create --rotate` revokes it and makes the new one)' : ''}`, {
+        code: CliErrorCode.tokenNameTaken,
+        details: error.details,
+      });
     if (!(error instanceof ApiTokenInputError)) throw error;
     // The store's rules, said in the flags' words.
     const flagOf: Record<string, string> = { name: '--name', projects: '--project', expires_at: '--expires-at' };
     throw new UsageError(error.issues.map((issue) => `${flagOf[issue.field.split('.')[0] ?? ''] ?? issue.field}: ${issue.message}`).join('; '));
   }
-  const { token, info } = made;
+  const { token, info, rotated } = made;
   if (flag(args, 'json')) {
     printJson(ctx.io, {
       token,
@@ -70,9 +92,11 @@ async function create(args: ParsedArgs, ctx: CliContext): Promise<ExitCode> {
       projects: info.projects,
       created_at: info.created_at,
       expires_at: info.expires_at ?? null,
+      rotated,
     });
   } else {
     ctx.io.stdout.write(`${token}\n`);
+    if (rotated.length > 0) ctx.io.stderr.write(`revoked ${rotated.join(', ')} (rotated: the name ${info.name} is this token's now)\n`);
     ctx.io.stderr.write(
       `token ${info.token_id} for ${info.name} (${info.role}, ${info.projects === '*' ? 'all projects' : `projects ${info.projects.toString()}`}${info.expires_at ? `, expires ${info.expires_at}` : ''}); it is shown only now — keep it secret\n`,
     );
@@ -87,6 +111,9 @@ async function create(args: ParsedArgs, ctx: CliContext): Promise<ExitCode> {
 async function revoke(args: ParsedArgs, ctx: CliContext): Promise<ExitCode> {
   const id = args.positionals[0];
   if (id === undefined) throw new UsageError('missing <token_id>');
+  // A token id is 16 hex digits (`baton token list`): anything else is a mistyped argument, not a missing token.
+  if (!API_TOKEN_ID_PATTERN.test(id))
+    throw new UsageError(`<token_id> is 16 hex digits (as \`baton token list\` shows it), got "${id}"`, true, { code: 'usage', details: { token_id: id } });
   const store = await tokenStore(ctx);
   const before = await store.get(id);
   if (before === null) throw new CliError(`no token ${id}`, { code: CliErrorCode.notFound, details: { token_id: id } });
@@ -121,7 +148,7 @@ function expiryOf(args: ParsedArgs, now: number): string | null {
 export const tokenCommand: Command = {
   name: 'token',
   summary: 'create, list or revoke operator API tokens (roles viewer / operator / admin, per project)',
-  help: `Usage: baton token create --role viewer|operator|admin (--project p ... | --all-projects) [--name who] [--expires-in 30d | --expires-at ISO] [--json]
+  help: `Usage: baton token create --role viewer|operator|admin (--project p ... | --all-projects) [--name who] [--rotate] [--expires-in 30d | --expires-at ISO] [--json]
        baton token list [--json]
        baton token revoke <token_id> [--json]
 
@@ -138,10 +165,21 @@ Options (create):
   --role <role>      viewer, operator or admin (required)
   --project <p>      a project the token may use (repeat, or comma-separate)
   --all-projects     every project (admins always have it)
-  --name <who>       the operator's name, recorded as answered_by (default: BATON_OPERATOR or $USER)
+  --name <who>       the operator's name, recorded as answered_by (default: BATON_OPERATOR or $USER;
+                     neither set: required).
+                     It is who acted in every record, so it is unique among active tokens (another
+                     active token of that name, any case: exit 1, token_name_taken) and never a
+                     name Baton's own actors use (baton-*, admin, system, project-client, customer,
+                     engine_fallback, operator, router, ledger, watchdog, notifier: exit 2,
+                     token_name_reserved). Best not an agent's name: the ledger keeps whoever did a
+                     handoff's work, person or agent, from accepting or reviewing it by name, so a
+                     token named like an agent cannot decide on that agent's work (self_accept_forbidden)
+  --rotate           the name's active tokens are revoked as this one is made (a new secret for
+                     the same person)
   --expires-in <d>   the token expires after this long: a number and s, m, h, d or w (30d, 12h, 90m)
   --expires-at <t>   the token expires at this ISO time (2027-01-31T18:00:00Z)
-  --json             print { token, token_id, name, role, projects, created_at, expires_at }
+  --json             print { token, token_id, name, role, projects, created_at, expires_at, rotated }
+                     (rotated: the ids --rotate revoked)
 
 Options (list, revoke):
   --json             list: the tokens as a JSON array (each with expires_at and expired);
@@ -157,6 +195,7 @@ Options (list, revoke):
         project: { type: 'string', multiple: true },
         'all-projects': { type: 'boolean' },
         name: { type: 'string' },
+        rotate: { type: 'boolean' },
         'expires-in': { type: 'string' },
         'expires-at': { type: 'string' },
         json: { type: 'boolean' },

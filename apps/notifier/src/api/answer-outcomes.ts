@@ -211,13 +211,15 @@ export class AnswerOutcomes {
    * router decides it, its status is `pending`; an id never sent is not found (a client polling the
    * status of an answer the API refused before sending it, or of a mistyped id, is told so instead
    * of `pending` forever). Kept {@link SENT_ANSWER_TTL_SEC} in Redis, shared by every notifier of the
-   * deployment. A failure to remember is logged, not thrown: the answer was sent.
+   * deployment, with the id of the token that sent it. A failure to remember is logged, not
+   * thrown: the answer was sent.
    */
-  async markSent(aggregate: AnswerAggregate, answerId: string): Promise<void> {
+  async markSent(aggregate: AnswerAggregate, answerId: string, tokenId: string): Promise<void> {
     const redis = this.runtime.redis;
     if (!redis) return;
     try {
-      await redis.client.set(this.sentKey(aggregate, answerId), '1', 'EX', SENT_ANSWER_TTL_SEC);
+      // The first sender stands: the id is that token's answer (see {@link sentBy}).
+      await redis.client.set(this.sentKey(aggregate, answerId), tokenId, 'EX', SENT_ANSWER_TTL_SEC, 'NX');
     } catch (error) {
       this.runtime.logger.warn('cannot remember a sent answer; its status reads not found until the router decides it', {
         ...aggregate,
@@ -225,6 +227,19 @@ export class AnswerOutcomes {
         error: (error as Error).message,
       });
     }
+  }
+
+  /**
+   * The id of the token that sent the answer first ({@link markSent}), or null when it is not
+   * remembered (never sent, past its seven days, or remembered before senders were: `1`). An
+   * answer id is its sender's: the same body from another token — even one with the same name —
+   * is another answer (409 `answer_id_reused`).
+   */
+  async sentBy(aggregate: AnswerAggregate, answerId: string): Promise<string | null> {
+    const redis = this.runtime.redis;
+    if (!redis) return null;
+    const value = await redis.client.get(this.sentKey(aggregate, answerId));
+    return value === null || value === '1' ? null : value;
   }
 
   /** Whether {@link markSent} remembers the answer (Redis errors are thrown: the API answers 503). */

@@ -273,11 +273,16 @@ export class ApiExceptionFilter implements ExceptionFilter {
       // Health checks answer their own bodies.
       if (typeof raw === 'object' && raw !== null && 'checks' in raw) return [status, raw];
       const message = typeof raw === 'string' ? raw : String((raw as { message?: unknown }).message ?? exception.message);
+      // A path no route takes (Nest's NotFoundException: the only one thrown here) is told apart from
+      // a record that does not exist (`not_found`, the routes' own ApiError): a wrong base URL or a
+      // misspelt path is not a missing run.
       const code =
         status === HttpStatus.PAYLOAD_TOO_LARGE
           ? 'payload_too_large'
           : status === HttpStatus.NOT_FOUND
-            ? 'not_found'
+            ? exception instanceof NotFoundException
+              ? 'route_not_found'
+              : 'not_found'
             : status === HttpStatus.BAD_REQUEST && /JSON/i.test(message)
               ? 'malformed_json'
               : status === HttpStatus.BAD_REQUEST

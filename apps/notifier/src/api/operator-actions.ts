@@ -149,12 +149,14 @@ export class OperatorActions {
         if (!sameAnswer(recorded, answerOf(answerId, recorded.answered_at))) {
           throw answerIdReused(answerId, packet.project, mesh !== null ? { mesh_run_id: mesh } : { workflow_run_id: packet.workflow_run_id });
         }
+        await this.assertSender(aggregate, answerId, caller);
         return this.settle({ answerId, aggregate, subject, duplicate: true });
       }
       if (answerId !== undefined && (await this.outcomes.wasSent(aggregate, answerId))) {
         // An answer this API sent before, which lost to another (refused, say, run_not_stopped):
         // its retry is sent again as it was, so the stream's duplicate check tells a true retry
         // (its own outcome again) from the same id with another action or note (answer_id_reused).
+        await this.assertSender(aggregate, answerId, caller);
         return this.sendStopAnswer(packet, mesh, caller, answerOf(answerId, new Date().toISOString()));
       }
       throw new ApiError(HttpStatus.CONFLICT, 'stop_already_answered', `stop packet ${packetId} was already answered`, [], {
@@ -168,7 +170,7 @@ export class OperatorActions {
       const aggregate: AnswerAggregate =
         mesh !== null ? { project: packet.project, kind: 'mesh', id: mesh } : { project: packet.project, kind: 'run', id: packet.workflow_run_id };
       const subject = mesh !== null ? Subjects.meshAnswer(this.prefix, packet.project) : Subjects.operatorAnswer(this.prefix, packet.project);
-      const earlier = await this.earlierUse(aggregate, subject, answer as unknown as Record<string, unknown>);
+      const earlier = await this.earlierUse(aggregate, subject, answer as unknown as Record<string, unknown>, caller);
       if (earlier === RESEND) return this.sendStopAnswer(packet, mesh, caller, answer);
       if (earlier !== null) return earlier;
     }
@@ -179,14 +181,18 @@ export class OperatorActions {
 
   /** Publish a stop packet's answer to its mesh run or workflow run, and wait for the outcome. */
   private async sendStopAnswer(packet: StopPacket, mesh: string | null, caller: Principal, answer: OperatorAnswer): Promise<AnswerReply> {
-    if (mesh !== null) return this.settle(await this.publishMeshAnswer({ mesh_run_id: mesh, project: packet.project, actor_role: caller.role, answer }));
+    if (mesh !== null)
+      return this.settle(await this.publishMeshAnswer({ mesh_run_id: mesh, project: packet.project, actor_role: caller.role, answer }, caller));
     return this.settle(
-      await this.publish({
-        workflow_run_id: packet.workflow_run_id,
-        project: packet.project,
-        actor_role: caller.role,
-        answer: { kind: 'stop_answer', answer },
-      }),
+      await this.publish(
+        {
+          workflow_run_id: packet.workflow_run_id,
+          project: packet.project,
+          actor_role: caller.role,
+          answer: { kind: 'stop_answer', answer },
+        },
+        caller,
+      ),
     );
   }
 
@@ -211,15 +217,19 @@ export class OperatorActions {
         { project, kind: 'run', id: workflowRunId },
         Subjects.operatorAnswer(this.prefix, project),
         answerOf(answerId, now) as unknown as Record<string, unknown>,
+        caller,
       );
       if (earlier === RESEND)
         return this.settle(
-          await this.publish({
-            workflow_run_id: workflowRunId,
-            project,
-            actor_role: caller.role,
-            answer: { kind: 'hold_answer', answer: answerOf(answerId, now) },
-          }),
+          await this.publish(
+            {
+              workflow_run_id: workflowRunId,
+              project,
+              actor_role: caller.role,
+              answer: { kind: 'hold_answer', answer: answerOf(answerId, now) },
+            },
+            caller,
+          ),
         );
       if (earlier !== null) return earlier;
     }
@@ -234,7 +244,9 @@ export class OperatorActions {
       );
     }
     const answer = answerOf(answerId ?? `ans-${randomUUID()}`, now);
-    return this.settle(await this.publish({ workflow_run_id: workflowRunId, project, actor_role: caller.role, answer: { kind: 'hold_answer', answer } }));
+    return this.settle(
+      await this.publish({ workflow_run_id: workflowRunId, project, actor_role: caller.role, answer: { kind: 'hold_answer', answer } }, caller),
+    );
   }
 
   /**
@@ -250,7 +262,12 @@ export class OperatorActions {
    * refusal again; another one: 409 `answer_id_reused`), past it the router, which takes nothing
    * under an id it has decided, leaves the refusal as the outcome.
    */
-  private async earlierUse(aggregate: AnswerAggregate, subject: string, answer: Record<string, unknown>): Promise<AnswerReply | typeof RESEND | null> {
+  private async earlierUse(
+    aggregate: AnswerAggregate,
+    subject: string,
+    answer: Record<string, unknown>,
+    caller: Principal,
+  ): Promise<AnswerReply | typeof RESEND | null> {
     const answerId = String(answer['answer_id']);
     const checked = await this.outcomes.checkWithEvent(aggregate, answerId);
     if (checked === null || checked.deciding === null) return null;
@@ -259,9 +276,29 @@ export class OperatorActions {
       if (recorded === null || !sameAnswer(recorded, answer)) {
         throw answerIdReused(answerId, aggregate.project, aggregate.kind === 'mesh' ? { mesh_run_id: aggregate.id } : { workflow_run_id: aggregate.id });
       }
+      await this.assertSender(aggregate, answerId, caller);
       return this.settle({ answerId, aggregate, subject, duplicate: true }, checked.outcome);
     }
+    await this.assertSender(aggregate, answerId, caller);
     return RESEND;
+  }
+
+  /**
+   * An answer id is its sender's: the same answer sent again under it by another token — one with
+   * the same name too (the name is all the recorded answer says of who answered) — is another
+   * answer, 409 `answer_id_reused`. Compared with the token the notifier remembered as the id's
+   * first sender ({@link AnswerOutcomes.sentBy}); an id it does not remember (past its seven days)
+   * is compared by its recorded answer alone.
+   */
+  private async assertSender(aggregate: AnswerAggregate, answerId: string, caller: Principal): Promise<void> {
+    const sender = await this.outcomes.sentBy(aggregate, answerId);
+    if (sender !== null && sender !== caller.tokenId)
+      throw answerIdReused(
+        answerId,
+        aggregate.project,
+        aggregate.kind === 'mesh' ? { mesh_run_id: aggregate.id } : { workflow_run_id: aggregate.id },
+        'another_token',
+      );
   }
 
   /**
@@ -488,16 +525,19 @@ export class OperatorActions {
     });
   }
 
-  private async publishMeshAnswer(request: MeshAnswerRequest): Promise<Published> {
+  private async publishMeshAnswer(request: MeshAnswerRequest, caller: Principal): Promise<Published> {
     const body = MeshAnswerRequestSchema.parse(request);
     const subject = Subjects.meshAnswer(this.prefix, body.project);
     const answerId = body.answer.answer_id;
     const ack = await this.sent({ project: body.project, kind: 'mesh', id: body.mesh_run_id }, answerId, () =>
       this.js.publishOwned(subject, body, MsgIds.meshAnswer(body.project, body.mesh_run_id, answerId)),
     );
-    if (ack.duplicate) await this.assertRetryOf(ack, body);
+    if (ack.duplicate) {
+      await this.assertRetryOf(ack, body);
+      await this.assertSender({ project: body.project, kind: 'mesh', id: body.mesh_run_id }, answerId, caller);
+    }
     this.warnTaken(ack, answerId);
-    await this.outcomes.markSent({ project: body.project, kind: 'mesh', id: body.mesh_run_id }, answerId);
+    await this.outcomes.markSent({ project: body.project, kind: 'mesh', id: body.mesh_run_id }, answerId, caller.tokenId);
     this.runtime.logger.info('operator mesh answer published', {
       mesh_run_id: body.mesh_run_id,
       answer_id: answerId,
@@ -507,16 +547,19 @@ export class OperatorActions {
     return { answerId, aggregate: { project: body.project, kind: 'mesh', id: body.mesh_run_id }, subject, duplicate: ack.duplicate };
   }
 
-  private async publish(request: RunAnswerRequest): Promise<Published> {
+  private async publish(request: RunAnswerRequest, caller: Principal): Promise<Published> {
     const body = RunAnswerRequestSchema.parse(request);
     const subject = Subjects.operatorAnswer(this.prefix, body.project);
     const answerId = body.answer.answer.answer_id;
     const ack = await this.sent({ project: body.project, kind: 'run', id: body.workflow_run_id }, answerId, () =>
       this.js.publishOwned(subject, body, MsgIds.answer(body.project, body.workflow_run_id, answerId)),
     );
-    if (ack.duplicate) await this.assertRetryOf(ack, body);
+    if (ack.duplicate) {
+      await this.assertRetryOf(ack, body);
+      await this.assertSender({ project: body.project, kind: 'run', id: body.workflow_run_id }, answerId, caller);
+    }
     this.warnTaken(ack, answerId);
-    await this.outcomes.markSent({ project: body.project, kind: 'run', id: body.workflow_run_id }, answerId);
+    await this.outcomes.markSent({ project: body.project, kind: 'run', id: body.workflow_run_id }, answerId, caller.tokenId);
     this.runtime.logger.info('operator answer published', {
       workflow_run_id: body.workflow_run_id,
       answer_id: answerId,
@@ -531,7 +574,7 @@ export class OperatorActions {
  * 409 `answer_id_reused`: the answer id was used for another answer (`used_for` names the run or
  * mesh it went to).
  */
-function answerIdReused(answerId: string, project: string, usedFor: Record<string, unknown>): ApiError {
+function answerIdReused(answerId: string, project: string, usedFor: Record<string, unknown>, reason?: 'another_token'): ApiError {
   const where =
     typeof usedFor['mesh_run_id'] === 'string'
       ? ` of mesh ${usedFor['mesh_run_id']}`
@@ -541,9 +584,11 @@ function answerIdReused(answerId: string, project: string, usedFor: Record<strin
   return new ApiError(
     HttpStatus.CONFLICT,
     'answer_id_reused',
-    `answer_id ${answerId} was already used for another answer${where} in project ${project} (an answer_id is unique within its run or mesh); send a new answer_id`,
+    reason === 'another_token'
+      ? `answer_id ${answerId} was already used${where} in project ${project} by another token (an answer_id is its sender's, whatever the name); send a new answer_id`
+      : `answer_id ${answerId} was already used for another answer${where} in project ${project} (an answer_id is unique within its run or mesh); send a new answer_id`,
     [],
-    { answer_id: answerId, project, used_for: usedFor },
+    { answer_id: answerId, project, used_for: usedFor, ...(reason !== undefined ? { reason } : {}) },
   );
 }
 

@@ -5,13 +5,26 @@ import { AuthFailureLimiter, clientAddress } from './auth-failures';
 import { AuthService } from './auth.service';
 import type { HttpRequest } from './http-types';
 import type { Principal } from './roles';
+import { publicRefusal, type PublicAuthRefusal } from './token-store';
+
+/** What each 401 says (`details.reason` is the code a client switches on). */
+const UNAUTHENTICATED_HINTS: Record<PublicAuthRefusal, string> = {
+  missing: 'send Authorization: Bearer <token> (create one with `baton token create`)',
+  malformed: 'the bearer token is not a Baton token (bt_<id>_<secret>, as `baton token create` printed it)',
+  unknown: 'the bearer token is not one of this deployment (`baton token list` shows its tokens; create one with `baton token create`)',
+  expired: 'the bearer token has expired (`baton token create` makes a new one)',
+  revoked: 'the bearer token was revoked (`baton token create` makes a new one)',
+  // A browser whose session ended (signed out, its token revoked or expired) signs in again.
+  session_ended: 'the session has ended (signed out, or its token revoked or expired): sign in again at /login',
+};
 
 /**
  * Guards the JSON API (`/v1/...`). Every request must authenticate: `Authorization: Bearer
  * <token>`, or — for GET requests only (reads and the event stream the inbox page opens) — the
  * browser session cookie. A POST never authenticates by cookie alone, so the JSON API needs no
  * CSRF token; browser forms post to the web routes, which check one. 401 `unauthenticated`
- * otherwise (with `WWW-Authenticate: Bearer`). A bearer token that does not verify is logged with
+ * otherwise (with `WWW-Authenticate: Bearer`), saying why in `details.reason` ({@link publicRefusal}:
+ * missing, malformed, unknown, expired, revoked, session_ended). A bearer token that does not verify is logged with
  * the client address and counted against it ({@link AuthFailureLimiter}): an address over the
  * limit is answered 429 `too_many_auth_failures` with `Retry-After`, whatever it sends.
  */
@@ -39,12 +52,8 @@ export class ApiAuthGuard implements CanActivate {
         this.runtime.logger.warn('api authentication failed', { address, reason: attempt.reason, path: req.path, failures_this_minute: count });
       }
       res.setHeader('WWW-Authenticate', 'Bearer realm="baton"');
-      // A browser whose session ended (signed out, its token revoked or expired) signs in again.
-      const hint =
-        attempt.reason === 'session'
-          ? 'the session has ended (signed out, or its token revoked or expired): sign in again at /login'
-          : 'send Authorization: Bearer <token> (create one with `baton token create`)';
-      throw new ApiError(HttpStatus.UNAUTHORIZED, 'unauthenticated', hint);
+      const reason = publicRefusal(attempt.reason);
+      throw new ApiError(HttpStatus.UNAUTHORIZED, 'unauthenticated', UNAUTHENTICATED_HINTS[reason], [], { reason });
     }
     req.principal = attempt.auth.principal;
     if (attempt.auth.session) req.session = attempt.auth.session;

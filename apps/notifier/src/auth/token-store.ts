@@ -17,8 +17,32 @@ export const AuthKeys = {
   session: (prefix: string, sessionHash: string) => `${prefix}:auth:session:${sessionHash}`,
 } as const;
 
-/** Why a presented token does not authenticate (for the log; the caller only ever hears 401). */
+/** Why a presented token does not authenticate (for the log; the caller hears 401 with {@link publicRefusal}). */
 export type TokenRefusal = ApiTokenRefusal;
+
+/**
+ * What a 401 tells the caller in `details.reason`: `missing` (no credentials), `malformed` (not a
+ * `bt_<id>_<secret>` token), `unknown` (no such token, or a wrong secret: which of the two is not
+ * said), `expired`, `revoked` (each said only when the secret matched), `session_ended` (a
+ * browser session cookie that is no longer valid).
+ */
+export type PublicAuthRefusal = 'missing' | 'malformed' | 'unknown' | 'expired' | 'revoked' | 'session_ended';
+
+export function publicRefusal(reason: TokenRefusal | 'missing' | 'session'): PublicAuthRefusal {
+  switch (reason) {
+    case 'missing':
+    case 'malformed':
+    case 'expired':
+    case 'revoked':
+      return reason;
+    case 'session':
+      return 'session_ended';
+    case 'unknown':
+    case 'not_in_token_set':
+    case 'secret_mismatch':
+      return 'unknown';
+  }
+}
 
 /** What {@link TokenStore.check} found: the principal, or why not. */
 export type TokenCheck = { ok: true; principal: Principal } | { ok: false; reason: TokenRefusal; tokenId?: string };
@@ -40,7 +64,15 @@ export class TokenStore extends ApiTokenStore {
     const parts = parseApiToken(presented);
     if (!parts) return { ok: false, reason: 'malformed' };
     const found = await this.valid(parts.tokenId, nowMs);
-    if (!found.ok) return found;
+    if (!found.ok) {
+      // Revoked or expired is said only to whoever holds the secret: with a wrong one the id is
+      // as good as unknown (the 401's `details.reason` must not tell a guesser what an id is).
+      if (found.reason === 'revoked' || found.reason === 'expired') {
+        const record = await this.get(parts.tokenId);
+        if (!record || !tokenSecretMatches(record.salt, parts.secret, record.hash)) return { ok: false, reason: 'secret_mismatch', tokenId: parts.tokenId };
+      }
+      return found;
+    }
     if (!tokenSecretMatches(found.record.salt, parts.secret, found.record.hash)) return { ok: false, reason: 'secret_mismatch', tokenId: parts.tokenId };
     return { ok: true, principal: principalOf(found.record, 'token') };
   }

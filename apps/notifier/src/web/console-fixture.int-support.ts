@@ -84,7 +84,8 @@ export async function startFixture(env: Record<string, string> = {}): Promise<No
     base,
     tokens,
     async token(name, role, projects) {
-      return (await tokens.create({ name, role, projects, now: new Date().toISOString() })).token;
+      // A test's token of a name another test made before it replaces that one (names are unique among active tokens).
+      return (await tokens.create({ name, role, projects, now: new Date().toISOString(), ifNameTaken: 'rotate' })).token;
     },
     async caughtUp(timeoutMs = 10_000) {
       const deadline = Date.now() + timeoutMs;

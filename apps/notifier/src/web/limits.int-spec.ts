@@ -491,7 +491,7 @@ describe('an API that holds under load: connection and stream caps, token expiry
     expect(Object.keys(responses['304']?.headers ?? {})).toEqual(['ETag', 'Cache-Control', 'Vary']);
   });
 
-  it('a route asked with a method it does not take is 405 method_not_allowed with an Allow header naming the ones it does; a path that is no route stays 404 not_found', async () => {
+  it('a route asked with a method it does not take is 405 method_not_allowed with an Allow header naming the ones it does; a path that is no route is 404 route_not_found', async () => {
     const token = await fx.token('jay', 'operator', ['alpha']);
     const refusal = async (path: string, method: string) => {
       const reply = await call(path, { method, headers: bearer(token), from: '127.0.0.10' });
@@ -503,8 +503,8 @@ describe('an API that holds under load: connection and stream caps, token expiry
     expect(await refusal('/v1/projects/alpha/runs/wr-1/answer', 'GET')).toEqual({ status: 405, allow: 'POST', code: 'method_not_allowed', allowed: ['POST'] });
     expect(await refusal('/v1/projects/alpha/stops/p-1', 'PUT')).toMatchObject({ status: 405, allow: 'GET, HEAD' });
     // No route at all, under any method: 404.
-    expect(await refusal('/v1/nothing-here', 'DELETE')).toMatchObject({ status: 404, allow: undefined, code: 'not_found' });
-    expect(await refusal('/v1/nothing-here', 'GET')).toMatchObject({ status: 404, code: 'not_found' });
+    expect(await refusal('/v1/nothing-here', 'DELETE')).toMatchObject({ status: 404, allow: undefined, code: 'route_not_found' });
+    expect(await refusal('/v1/nothing-here', 'GET')).toMatchObject({ status: 404, code: 'route_not_found' });
     // The methods a route takes still answer as before.
     expect((await refusal('/v1/inbox', 'GET')).status).toBe(200);
     // The request metrics name the route a 405 matched (only a path that is no route is `unmatched`).

@@ -126,8 +126,17 @@ describe('decideResume — resume from handoff is not always execute (seed 003)'
       ok: false,
       error: { code: 'cap_not_raised' },
     });
-    // The stopped agent cannot sign an answer as if it were a person.
+    // The role tells a person from an agent, not the name: an operator whose token is named like
+    // the stopped agent is a person, and answers (an agent holds no answering role).
     expect(decideResume(packet, answer(packet, { action: 'raise_cap', cap: 20, answered_by: 'billing', pending_digest: undefined }), operator)).toMatchObject({
+      ok: true,
+    });
+    expect(
+      decideResume(packet, answer(packet, { action: 'raise_cap', cap: 20, answered_by: 'billing', pending_digest: undefined }), {
+        ...operator,
+        actorRole: 'viewer',
+      }),
+    ).toMatchObject({
       ok: false,
       error: { code: 'answer_forbidden' },
     });

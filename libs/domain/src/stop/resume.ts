@@ -47,7 +47,8 @@ export function allowedActions(packet: StopPacket): readonly OperatorAnswerActio
  * - `stop_already_answered` — the packet was answered; `details.same_answer` is true when it is a
  *   redelivery of the very answer recorded (an edge may reply idempotently, never re-apply);
  * - `answer_forbidden` — the actor is not a person with the operator or admin role (agents and
- *   viewers never resume a stop; in particular only an operator raises a cap);
+ *   viewers never resume a stop; in particular only an operator raises a cap). The role, not the
+ *   name, tells a person from an agent: an operator named like the stopped agent may answer;
  * - `answer_not_allowed` — the action is not a button of the packet's form (or approve with no call);
  * - `stale_answer` — `pending_digest` differs from the frozen call's digest, or an approve of a
  *   frozen call does not name the digest at all (fail closed);
@@ -70,9 +71,9 @@ export function decideResume(packet: StopPacket, answer: OperatorAnswer, ctx: Re
   if (ctx.actorRole !== 'operator' && ctx.actorRole !== 'admin') {
     return refuse(DomainErrorKind.forbidden, 'answer_forbidden', `the role ${ctx.actorRole} may not answer a stop packet; only an operator resumes a stop`);
   }
-  if (answer.answered_by === packet.agent) {
-    return refuse(DomainErrorKind.forbidden, 'answer_forbidden', 'the stopped agent may not answer its own stop packet');
-  }
+  // The role is the actor's kind: only a person (an operator or admin token) gets this far, so
+  // `answered_by` is a person's name. A person whose token is named like the stopped agent is not
+  // that agent, and is not refused as if it were (an agent never holds an answering role).
   const allowed = allowedActions(packet);
   if (!allowed.includes(answer.action)) {
     return refuse(DomainErrorKind.invalid, 'answer_not_allowed', `this packet's form accepts ${allowed.join(', ')}, not ${answer.action}`, {

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { ActorNameSchema, IsoTimeSchema, ProjectIdSchema } from '@baton/contracts';
+import { ADMIN_ACTOR, ActorNameSchema, IsoTimeSchema, ProjectIdSchema, ServiceActors } from '@baton/contracts';
 import {
   API_TOKEN_HASH_PATTERN,
   API_TOKEN_ID_PATTERN,
@@ -51,7 +51,72 @@ export interface CreateApiTokenInput {
   now: string;
   /** When the token stops authenticating (ISO time, after `now`); absent = never. */
   expiresAt?: string;
+  /**
+   * What to do when an active token (unrevoked, unexpired) already has the name: `refuse` (the
+   * default) throws {@link ApiTokenNameError} `token_name_taken`; `rotate` revokes those tokens in
+   * the same transaction that stores the new one (`baton token create --rotate`).
+   */
+  ifNameTaken?: 'refuse' | 'rotate';
 }
+
+/**
+ * Names no token may carry, because Baton's own actors use them: a token's name is what the
+ * timeline, the ledger and the router record as the operator who acted, so a token named like the
+ * engine would write entries that read as the engine's. Compared without regard to case. Every
+ * name starting `baton-` (the services' actors: `baton-router`, `baton-ledger`, `baton-watchdog`,
+ * `baton-notifier`, and the CLI's `baton-cli`), and these: `admin` (what `op.admin` acts as),
+ * `system`, `project-client` (a run started by a project's client, apps/router/src/shared/ids.ts),
+ * `customer` (the person in a conversation), `engine_fallback`, `operator`, `watchdog`, `router`,
+ * `ledger`, `notifier`, `baton`.
+ */
+export const RESERVED_TOKEN_NAMES: readonly string[] = [
+  ...new Set([
+    ADMIN_ACTOR,
+    ...Object.values(ServiceActors).map((service) => service.actor),
+    'baton',
+    'system',
+    'project-client',
+    'customer',
+    'engine_fallback',
+    'operator',
+    'watchdog',
+    'router',
+    'ledger',
+    'notifier',
+  ]),
+];
+/** Every name starting with it is reserved (see {@link RESERVED_TOKEN_NAMES}). */
+export const RESERVED_TOKEN_NAME_PREFIX = 'baton-';
+
+/** Whether Baton's own actors use `name` (so no token may carry it). */
+export function reservedTokenName(name: string): boolean {
+  const lower = name.toLowerCase();
+  return lower.startsWith(RESERVED_TOKEN_NAME_PREFIX) || RESERVED_TOKEN_NAMES.includes(lower);
+}
+
+/** The typed refusals of a token's name by {@link ApiTokenStore.create}. */
+export const ApiTokenNameErrorCode = {
+  /** Baton's own actors use the name ({@link RESERVED_TOKEN_NAMES}). */
+  reserved: 'token_name_reserved',
+  /** An active token (unrevoked, unexpired) has the name already (compared without regard to case); `details.token_ids` names them. */
+  taken: 'token_name_taken',
+} as const;
+export type ApiTokenNameErrorCode = (typeof ApiTokenNameErrorCode)[keyof typeof ApiTokenNameErrorCode];
+
+/** Thrown by {@link ApiTokenStore.create} for a name no new token may carry; nothing is written. */
+export class ApiTokenNameError extends Error {
+  override name = 'ApiTokenNameError';
+  constructor(
+    readonly code: ApiTokenNameErrorCode,
+    message: string,
+    readonly details: { name: string; token_ids?: string[] },
+  ) {
+    super(message);
+  }
+}
+
+/** How long one creation holds its name's lock (the check and the write take milliseconds). */
+const NAME_LOCK_MS = 10_000;
 
 /**
  * Why a token id does not authenticate: no such record (or one that does not parse), a record
@@ -84,10 +149,14 @@ export class ApiTokenStore {
 
   /**
    * Mint a token and store its hash (record and token-set membership in one transaction). Returns
-   * the token (shown once; only its hash is kept) and its record without salt and hash.
+   * the token (shown once; only its hash is kept), its record without salt and hash, and the ids
+   * of the tokens a rotation revoked. A token's name is the operator's identity: it may not be a
+   * name Baton's own actors use, nor one an active token has already (unless `ifNameTaken` is
+   * `rotate`); creations of one name are serialized by a lock key (`<prefix>:auth:name-lock:<name>`).
    * @throws ApiTokenInputError on a bad name, role, project list or expiry.
+   * @throws ApiTokenNameError `token_name_reserved` / `token_name_taken`.
    */
-  async create(input: CreateApiTokenInput): Promise<{ token: string; info: ApiTokenInfo }> {
+  async create(input: CreateApiTokenInput): Promise<{ token: string; info: ApiTokenInfo; rotated: string[] }> {
     const minted = mintApiToken();
     const projects = input.role === 'admin' ? ALL_TOKEN_PROJECTS : input.projects;
     if (input.expiresAt !== undefined && !(Date.parse(input.expiresAt) > Date.parse(input.now)))
@@ -105,12 +174,48 @@ export class ApiTokenStore {
       ...(input.expiresAt !== undefined ? { expires_at: new Date(Date.parse(input.expiresAt)).toISOString() } : {}),
     });
     if (!parsed.success) throw new ApiTokenInputError(parsed.error.issues.map((i) => ({ field: i.path.join('.') || 'token', message: i.message })));
-    await this.redis
-      .multi()
-      .set(ApiTokenKeys.token(this.prefix, minted.tokenId), JSON.stringify(parsed.data), 'NX')
-      .sadd(ApiTokenKeys.tokens(this.prefix), minted.tokenId)
-      .exec();
-    return { token: minted.token, info: apiTokenInfo(parsed.data) };
+    const name = parsed.data.name;
+    if (reservedTokenName(name))
+      throw new ApiTokenNameError(
+        ApiTokenNameErrorCode.reserved,
+        `"${name}" is a name Baton's own actors use (baton-*, admin, system, project-client…); choose another`,
+        {
+          name,
+        },
+      );
+    const lock = `${this.prefix}:auth:name-lock:${name.toLowerCase()}`;
+    const holder = minted.tokenId;
+    if ((await this.redis.set(lock, holder, 'PX', NAME_LOCK_MS, 'NX')) !== 'OK')
+      throw new ApiTokenNameError(ApiTokenNameErrorCode.taken, `another token named "${name}" is being created right now`, { name });
+    try {
+      const holders = await this.activeNamed(name, Date.parse(input.now));
+      if (holders.length > 0 && (input.ifNameTaken ?? 'refuse') === 'refuse') {
+        const ids = holders.map((r) => r.token_id);
+        throw new ApiTokenNameError(
+          ApiTokenNameErrorCode.taken,
+          `an active token is named "${name}" already (${ids.join(', ')}): a token's name is who acted; revoke it, choose another name, or rotate`,
+          { name, token_ids: ids },
+        );
+      }
+      const write = this.redis.multi();
+      for (const old of holders) write.set(ApiTokenKeys.token(this.prefix, old.token_id), JSON.stringify({ ...old, revoked_at: input.now }));
+      await write
+        .set(ApiTokenKeys.token(this.prefix, minted.tokenId), JSON.stringify(parsed.data), 'NX')
+        .sadd(ApiTokenKeys.tokens(this.prefix), minted.tokenId)
+        .exec();
+      return { token: minted.token, info: apiTokenInfo(parsed.data), rotated: holders.map((r) => r.token_id) };
+    } finally {
+      // Released only by its holder (a lock that outlived NAME_LOCK_MS may be another's now).
+      if ((await this.redis.get(lock)) === holder) await this.redis.del(lock);
+    }
+  }
+
+  /** The active tokens (in the set, unrevoked, unexpired at `nowMs`) whose name is `name`, compared without regard to case. */
+  async activeNamed(name: string, nowMs: number): Promise<ApiTokenRecord[]> {
+    const lower = name.toLowerCase();
+    const ids = await this.redis.smembers(ApiTokenKeys.tokens(this.prefix));
+    const records = await Promise.all(ids.map((id) => this.get(id)));
+    return records.filter((r): r is ApiTokenRecord => r !== null && r.name.toLowerCase() === lower && r.revoked_at === null && !apiTokenExpired(r, nowMs));
   }
 
   /** The stored record, or null. A record that does not parse counts as absent (fail closed). */
