@@ -2,7 +2,7 @@ import { AckPolicy, createInbox, DeliverPolicy, headers, type Msg } from 'nats';
 import { headersFrom, type NatsHandle } from './connection';
 import { headersToRecord } from './dead-letter';
 import { connectTest, deleteTopology, provisionTopology, randomPrefix, steadyPublisher, useTopology } from './int/support';
-import { ackInfo, headerReader, headerRecord, PULL_EXPIRY_GRACE_MS, PullSession, pullStatus, pullTarget, PullStream } from './pull';
+import { ackInfo, DeliveredMessage, headerReader, headerRecord, PULL_EXPIRY_GRACE_MS, PullSession, pullStatus, pullTarget, PullStream } from './pull';
 import { batonStreamNames } from './topology';
 
 /*
@@ -300,3 +300,19 @@ async function waitFor(check: () => boolean, timeoutMs = 5000): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
 }
+
+describe('DeliveredMessage on a connection closed under it (real NATS)', () => {
+  it('an ack, nak, term or working beat sends nothing and does not throw: the server delivers it again after its ack wait', async () => {
+    const handle = await connectTest('pull-closed-int');
+    const reply = createInbox();
+    const info = ackInfo(`$JS.ACK.S.C.1.7.7.${Date.now()}000000.0`);
+    const messages = ['ack', 'nak', 'term', 'working'].map(() => new DeliveredMessage(handle.connection, { reply } as Msg, info!));
+    await handle.close();
+    expect(handle.connection.isClosed()).toBe(true);
+    // On the old code each threw the client's CONNECTION_CLOSED — from a runner's beat timer, an uncaught exception.
+    expect(() => messages[0]!.ack()).not.toThrow();
+    expect(() => messages[1]!.nak(100)).not.toThrow();
+    expect(() => messages[2]!.term()).not.toThrow();
+    expect(() => messages[3]!.working()).not.toThrow();
+  });
+});

@@ -192,11 +192,14 @@ export class DeliveredMessage {
   }
   /** Reset the ack wait: the handler is still at work. */
   working(): void {
-    if (!this.settled) this.nc.publish(this.ackSubject(this.msg.reply as string), '+WPI');
+    // A closed connection sends nothing (the client would throw from a timer's beat): the server
+    // delivers the message again once its ack wait ends, to whoever pulls next.
+    if (!this.settled && !this.nc.isClosed()) this.nc.publish(this.ackSubject(this.msg.reply as string), '+WPI');
   }
   private settle(body: string): void {
     if (this.settled) return;
     this.settled = true;
+    if (this.nc.isClosed()) return;
     this.nc.publish(this.ackSubject(this.msg.reply as string), body);
   }
 }

@@ -1,16 +1,21 @@
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
 import {
+  AgentNameSchema,
   AgentResultSchema,
   ClaimWithdrawnSchema,
   claimWithdrawnSubject,
   edgeAckSubject,
   edgeApiPrefix,
   edgeSubjectOf,
+  inboxParts,
   inboxPrefixOf,
   Limits,
   MsgIds,
   parseUntrustedJson,
   Principals,
+  ProjectIdSchema,
   SessionMessageSchema,
   RejectionCode,
   StartRunRequestSchema,
@@ -20,22 +25,32 @@ import {
   type StartRunRequest,
 } from '@baton/contracts';
 import {
+  ConnectionClosed,
   EventStoreError,
   LedgerClient,
-  connectNats,
+  connectNats as connectToNats,
   CredentialsRefused,
+  decodeJwtClaims,
   hasNatsCode,
   headersFrom,
+  isNoResponders,
+  isPermissionsViolation,
+  isTimeout,
+  jwtOfCreds,
   natsRefusedCredentials,
   hopTraceHeaders,
+  PermissionDenied,
+  principalOfCreds,
   runConsumer,
   traceHeaders,
+  type ConsumedMessage,
   type HopTrace,
+  type NatsConnectOptions,
   type NatsHandle,
 } from '@baton/eventstore';
-import { InvalidInputError, LedgerCommandError, OfferTerminatedError } from './errors';
+import { BatonSdkError, InvalidInputError, LedgerCommandError, OfferPullError, OfferTerminatedError, SubscriptionStoppingError } from './errors';
 import type { MeshPublisher } from './mesh';
-import { createOfferHandler, type HandoffOffer } from './offers';
+import { createOfferHandler, type HandoffOffer, type UnfinishedOffer } from './offers';
 import { DEFAULT_SENT_IDS, messageIdentity, publishOnce, publishRetryOf, SentMessageIds, type PublishRetry } from './sent-ids';
 import { AgentSubjects } from './subjects';
 import { ResultClaimCode } from '@baton/domain';
@@ -60,7 +75,10 @@ export interface BatonClientOptions {
   project: string;
   /** This agent's name, as listed in the project definition. */
   agent: string;
-  /** How long one ledger request waits for its reply, ms (default 5000; the client retries timeouts twice with the same idempotency key). */
+  /**
+   * How long one ledger request waits for its reply, ms (default 5000; the client retries timeouts
+   * twice with the same idempotency key). A positive finite number (`RangeError` before connecting).
+   */
   requestTimeoutMs?: number;
   /**
    * How long one publish (a result, a run start, a message, a mesh start or turn) waits for the
@@ -96,8 +114,9 @@ export interface BatonClientOptions {
    * starts and messages, and the offers durable's pulls and acknowledgements. Credentials Baton
    * issues allow nothing else — JetStream answers on whatever reply subject a client sets, so an
    * agent may publish nothing it reads. Default: on when this client connects with credentials
-   * (`natsCreds` / `NATS_CREDS`), off otherwise (a development server without authentication, or a
-   * shared `nats` handle, reaches the streams directly).
+   * (`natsCreds` / `NATS_CREDS`), or shares a handle the SDK's {@link connectNats} opened with an
+   * agent's credentials; off otherwise (a development server without authentication, or a shared
+   * handle opened otherwise, reaches the streams directly).
    */
   edge?: boolean;
 }
@@ -148,15 +167,53 @@ export interface HandoffsOptions {
   maxDeliver?: number;
   /** Delays between redeliveries of a failed offer, ms (default 1 s, 5 s, 15 s, 30 s). */
   backoffMs?: number[];
-  /** Called when pulling fails (connection trouble); the SDK keeps retrying. Default: console.error. */
+  /**
+   * Told what goes wrong outside a handler, always an error with a stable `code`: `OfferPullError`
+   * (`offer_pull_failed`: pulling failed for now, the SDK keeps retrying), `LedgerCommandError`
+   * (the ledger refused to open the durable again), `EventStoreError` (`store_error`),
+   * `OfferTerminatedError` (`offer_terminated`), and once, as the subscription ends, the
+   * `ConnectionClosed` (`connection_closed`) of a connection the NATS client gave up on for good
+   * (credentials revoked, expired, refused on reconnect). Default: console.error.
+   */
   onError?: (error: unknown) => void;
+}
+
+/** How long `subscription.stop()` / `agent.close()` waits for the handlers in flight, by default (ms). */
+export const DEFAULT_STOP_TIMEOUT_MS = 20_000;
+
+export interface StopOptions {
+  /**
+   * How long to wait for the handlers in flight (and the give-ups being told to the ledger), ms
+   * (default {@link DEFAULT_STOP_TIMEOUT_MS}, 20 s; 0 or more, `Infinity` for no bound; anything
+   * else is a `RangeError`). Past it the stop resolves anyway, naming what it left unfinished.
+   */
+  timeoutMs?: number;
+}
+
+/** What a stop left behind. */
+export interface StopOutcome {
+  /**
+   * The offers whose handler was still running when the stop's bound passed (empty when every
+   * handler ended in time). The SDK no longer heartbeats their claims, so each lapses at its lease's
+   * end and its handoff is offered again; their offer messages are not acknowledged by the stop
+   * (one whose handler still ends while the connection is open is acknowledged then).
+   */
+  unfinished: UnfinishedOffer[];
 }
 
 /** A running offer subscription. */
 export interface OfferSubscription {
-  /** Stop taking offers, let the handlers in flight finish (and ack), then resolve. */
-  stop(): Promise<void>;
-  /** Resolves when the subscription has stopped. */
+  /**
+   * Stop taking offers, abort the `signal` of every offer still in its handler (reason: a
+   * `SubscriptionStoppingError`, code `subscription_stopping`), wait for the handlers in flight to
+   * end (and their offers to be acknowledged) for at most `timeoutMs`, then resolve with what was
+   * left unfinished. Calling it again returns the same outcome.
+   */
+  stop(options?: StopOptions): Promise<StopOutcome>;
+  /**
+   * Resolves when the subscription has stopped: its stop resolved, or the connection was closed
+   * (for good, or by its owner) and the stop that follows resolved.
+   */
   readonly done: Promise<void>;
 }
 
@@ -225,19 +282,193 @@ export interface BatonAgent {
    * (its credentials allow nothing else).
    */
   meshPublisher(): MeshPublisher;
-  /** Stop every offer subscription, then drain the connection if the client opened it. */
-  close(): Promise<void>;
+  /**
+   * Resolves once this client's connection is closed: with the typed `ConnectionClosed`
+   * (`connection_closed`, `.reason` `credentials_revoked`, `credentials_expired`,
+   * `credentials_refused`, `reconnects_exhausted`, `error`) when the NATS client gave up on it for
+   * good — everything on it fails from then on and the client is of no further use: exit, or make
+   * a new one with good credentials —, with `undefined` for a close on purpose (`close()`, or the
+   * owner of a shared handle). Its offer subscriptions stop by themselves then.
+   */
+  readonly closed: Promise<ConnectionClosed | undefined>;
+  /**
+   * Stop every offer subscription (as `subscription.stop(options)`: their signals aborted, waiting
+   * at most `timeoutMs` for the handlers in flight), then drain the connection if the client
+   * opened it. Resolves with every offer left unfinished.
+   */
+  close(options?: StopOptions): Promise<StopOutcome>;
 }
 
 const textEncoder = new TextEncoder();
 const textDecoder = new TextDecoder();
 
+/** An agent's identity as its credentials carry it: the inbox its subscribe permission names. */
+interface AgentCredentials {
+  prefix: string;
+  project: string;
+  agent: string;
+  inboxPrefix: string;
+}
+
+/** The handles {@link connectNats} opened with an agent's credentials, and whose they are. */
+const agentHandles = new WeakMap<NatsHandle, AgentCredentials>();
+
+/**
+ * The agent a credentials file was issued to (`baton creds agent`), read from its user JWT: its
+ * name (`agent:<project>:<agent>`) and the one reply inbox it may subscribe to
+ * (`_INBOX_<prefix>.agent.<project>.<agent>.>`). Null for anything else (a service's, the admin's,
+ * a file this deployment did not write, or one that cannot be read: the connect says why).
+ */
+function agentOfCreds(file: string): AgentCredentials | null {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    return null;
+  }
+  const principal = principalOfCreds(text);
+  if (principal?.kind !== 'agent') return null;
+  let allow: unknown;
+  try {
+    allow = (decodeJwtClaims(jwtOfCreds(text))['nats'] as { sub?: { allow?: unknown } } | undefined)?.sub?.allow;
+  } catch {
+    return null;
+  }
+  if (!Array.isArray(allow)) return null;
+  const own = `.agent.${principal.project}.${principal.agent}.>`;
+  const inboxes = allow.filter((pattern): pattern is string => typeof pattern === 'string' && pattern.startsWith('_INBOX_') && pattern.endsWith(own));
+  const parts = inboxes.length === 1 ? inboxParts(inboxes[0] as string) : null;
+  if (parts === null) return null;
+  return { prefix: parts.prefix, project: principal.project, agent: principal.agent, inboxPrefix: (inboxes[0] as string).slice(0, -2) };
+}
+
+/**
+ * The typed error a failed connect is: credentials of another principal are PermissionDenied, a
+ * file that cannot be read CredentialsRefused (both thrown typed by the event store's connect);
+ * credentials the server refused, or none given to a server that wants them, CredentialsRefused
+ * with its reason; a JetStream check the credentials may not make PermissionDenied; any other
+ * failure to connect (refused connection, unreachable, JetStream off) is store_error.
+ */
+function connectFailure(error: unknown, servers: string | string[] | undefined, credsFile: string | undefined): EventStoreError {
+  if (error instanceof EventStoreError) return error;
+  const at = servers ?? 'the default server';
+  const said = (error as Error).message;
+  if (natsRefusedCredentials(error)) {
+    const file = credsFile === undefined || credsFile === '' ? null : credsFile;
+    if (file === null) {
+      return new CredentialsRefused(
+        'missing',
+        null,
+        `cannot connect to NATS at ${at}: ${said} (the server wants credentials: pass natsCreds, or set NATS_CREDS to the file \`baton creds agent\` wrote)`,
+        { cause: error },
+      );
+    }
+    if (hasNatsCode(error, 'BAD_CREDS')) {
+      return new CredentialsRefused('invalid', file, `cannot connect to NATS at ${at}: ${file} is not a NATS credentials file the client can use (${said})`, {
+        cause: error,
+      });
+    }
+    return new CredentialsRefused(
+      'refused',
+      file,
+      `cannot connect to NATS at ${at}: the server refused the credentials in ${file} (${said}: unknown to this server, expired, revoked, or another deployment's); retrying does not help, credentials this deployment issued do (\`baton creds agent\`)`,
+      { cause: error },
+    );
+  }
+  const cause = (error as { cause?: unknown }).cause;
+  if (isPermissionsViolation(cause)) {
+    return new PermissionDenied('$JS.API.INFO', {
+      cause: error,
+      why: 'these credentials may not ask for the account-wide JetStream information (an agent never may): connect with checkJetStream: false',
+    });
+  }
+  return new EventStoreError(`cannot connect to NATS at ${String(at)}: ${said}`, { cause: error });
+}
+
+/**
+ * Open a NATS connection to share between clients (`createBatonClient({ nats, project, agent })`).
+ * With an agent's credentials file (`credsFile`, from `baton creds agent`) it connects as that
+ * agent: replies arrive on the agent's own inbox (`inboxPrefix` defaults to the one its credentials
+ * allow), it never asks for the account-wide JetStream information its credentials refuse
+ * (`checkJetStream` defaults to false), and a client sharing the handle goes through the agent edge
+ * by default. Rejects with a typed error: `CredentialsRefused`, `PermissionDenied`, or
+ * `EventStoreError` (`store_error`) when the server cannot be reached.
+ */
+export async function connectNats(options: NatsConnectOptions = {}): Promise<NatsHandle> {
+  const agent = options.credsFile !== undefined ? agentOfCreds(options.credsFile) : null;
+  let handle: NatsHandle;
+  try {
+    handle = await connectToNats({
+      ...options,
+      ...(agent !== null ? { inboxPrefix: options.inboxPrefix ?? agent.inboxPrefix, checkJetStream: options.checkJetStream ?? false } : {}),
+    });
+  } catch (error) {
+    throw connectFailure(error, options.servers ?? process.env['NATS_URL'], options.credsFile);
+  }
+  if (agent !== null && (options.inboxPrefix ?? agent.inboxPrefix) === agent.inboxPrefix) agentHandles.set(handle, agent);
+  return handle;
+}
+
+/** `timeoutMs` of a stop, checked: 0 or more (Infinity: no bound). */
+function stopBound(timeoutMs: number | undefined): number {
+  if (timeoutMs === undefined) return DEFAULT_STOP_TIMEOUT_MS;
+  if (typeof timeoutMs !== 'number' || Number.isNaN(timeoutMs) || timeoutMs < 0) {
+    throw new RangeError(`a stop's timeoutMs must be 0 or more ms, or Infinity (got ${String(timeoutMs)})`);
+  }
+  return timeoutMs;
+}
+
+/** Whether `work` settles within `ms` (Infinity: wait for it). */
+async function within(work: Promise<unknown>, ms: number): Promise<boolean> {
+  if (!Number.isFinite(ms)) {
+    await work;
+    return true;
+  }
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  try {
+    return await Promise.race([work.then(() => true), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A raw NATS client error from the pull loop, typed ({@link OfferPullError}); the SDK's and the event store's own errors as they are. */
+function typedPullError(durable: string, error: unknown): unknown {
+  if (error instanceof BatonSdkError || error instanceof EventStoreError) return error;
+  const code = (error as { code?: unknown } | null)?.code;
+  const natsCode = typeof code === 'string' || typeof code === 'number' ? String(code) : null;
+  const reason = isNoResponders(error) ? 'unavailable' : isTimeout(error) ? 'timeout' : 'error';
+  return new OfferPullError(durable, { cause: error, reason, natsCode });
+}
+
+/**
+ * An offer message the connection can no longer settle (it is closed): its acknowledgement and
+ * in-progress beats would throw the NATS client's CONNECTION_CLOSED out of the consumer runner's
+ * timers. Nothing can reach the server any more; the message is delivered again after its ack wait.
+ */
+function silence(msg: ConsumedMessage): void {
+  const none = (): void => undefined;
+  Object.assign(msg.raw, { ack: none, nak: none, term: none, working: none });
+}
+
+/** A client's options checked before it connects: ids a subject can carry, a request timeout that means something. */
+const ClientIdentitySchema = z.object({ project: ProjectIdSchema, agent: AgentNameSchema });
+
 /**
  * Connect (or adopt `options.nats`) and return a {@link BatonAgent} for one agent of one project.
  * Rejects when NATS is unreachable or JetStream is off.
+ * @throws InvalidInputError (`schema_violation`, the field named in `.rejection.issues`) for a
+ *   `project` or `agent` that is not a Baton id, and RangeError for a bad number option — both before connecting.
  */
 export async function createBatonClient(options: BatonClientOptions): Promise<BatonAgent> {
   // Options are checked before connecting: a refusal leaves no connection open behind it.
+  const identity = ClientIdentitySchema.safeParse({ project: options.project, agent: options.agent });
+  if (!identity.success) throw new InvalidInputError('client options', rejectionFromZod(identity.error));
+  const requestTimeoutMs = options.requestTimeoutMs;
+  if (requestTimeoutMs !== undefined && (typeof requestTimeoutMs !== 'number' || !Number.isFinite(requestTimeoutMs) || requestTimeoutMs <= 0)) {
+    throw new RangeError(`requestTimeoutMs must be a positive number of ms (got ${String(requestTimeoutMs)})`);
+  }
   const sent = new SentMessageIds(options.sentIdsCapacity ?? DEFAULT_SENT_IDS);
   const retry = publishRetryOf({
     ...(options.publishAttempts !== undefined ? { attempts: options.publishAttempts } : {}),
@@ -247,9 +478,24 @@ export async function createBatonClient(options: BatonClientOptions): Promise<Ba
   const credsFile = options.natsCreds ?? process.env['NATS_CREDS'];
   const prefix = options.prefix ?? process.env['BATON_PREFIX'] ?? 'baton';
   let nats = options.nats;
+  const shared = nats !== undefined ? agentHandles.get(nats) : undefined;
+  if (shared !== undefined) {
+    // A handle opened with an agent's credentials: its inbox is that agent's, and only that agent's
+    // replies arrive there (as the owned connection's check, before anything is sent).
+    const wanted = inboxPrefixOf(prefix, { kind: 'agent', project: options.project, agent: options.agent });
+    if (wanted !== shared.inboxPrefix) {
+      throw new PermissionDenied(`${wanted}.>`, {
+        operation: 'subscribe to',
+        why:
+          shared.prefix !== prefix
+            ? `the shared connection's credentials were issued for the deployment prefix '${shared.prefix}', and the client asked for '${prefix}': use the prefix they were issued for (BATON_PREFIX)`
+            : `the shared connection's credentials are ${shared.project}/${shared.agent}'s: make the client for that agent, or share a connection opened with this one's credentials`,
+      });
+    }
+  }
   if (nats === undefined) {
     try {
-      nats = await connectNats({
+      nats = await connectToNats({
         servers: options.natsUrl,
         name: `baton-sdk-${options.project}-${options.agent}`,
         ...(credsFile !== undefined && credsFile !== '' ? { credsFile } : {}),
@@ -259,45 +505,19 @@ export async function createBatonClient(options: BatonClientOptions): Promise<Ba
         checkJetStream: false,
       });
     } catch (error) {
-      // Typed as the errors table says: credentials of another principal are PermissionDenied, a
-      // file that cannot be read CredentialsRefused (both thrown typed by connectNats); credentials
-      // the server refused, or none given to a server that wants them, CredentialsRefused with its
-      // reason; any other failure to connect (refused connection, unreachable) is store_error.
-      if (error instanceof EventStoreError) throw error;
-      const at = options.natsUrl ?? 'the default server';
-      const said = (error as Error).message;
-      if (natsRefusedCredentials(error)) {
-        const file = credsFile === undefined || credsFile === '' ? null : credsFile;
-        if (file === null) {
-          throw new CredentialsRefused(
-            'missing',
-            null,
-            `cannot connect to NATS at ${at}: ${said} (the server wants credentials: pass natsCreds, or set NATS_CREDS to the file \`baton creds agent\` wrote)`,
-            { cause: error },
-          );
-        }
-        if (hasNatsCode(error, 'BAD_CREDS')) {
-          throw new CredentialsRefused(
-            'invalid',
-            file,
-            `cannot connect to NATS at ${at}: ${file} is not a NATS credentials file the client can use (${said})`,
-            {
-              cause: error,
-            },
-          );
-        }
-        throw new CredentialsRefused(
-          'refused',
-          file,
-          `cannot connect to NATS at ${at}: the server refused the credentials in ${file} (${said}: unknown to this server, expired, revoked, or another deployment's); retrying does not help, credentials this deployment issued do (\`baton creds agent\`)`,
-          { cause: error },
-        );
-      }
-      throw new EventStoreError(`cannot connect to NATS at ${at}: ${said}`, { cause: error });
+      throw connectFailure(error, options.natsUrl, credsFile);
     }
   }
-  const edge = options.edge ?? (owns && credsFile !== undefined && credsFile !== '');
+  const edge = options.edge ?? (owns ? credsFile !== undefined && credsFile !== '' : shared !== undefined);
   return new NatsBatonAgent(nats, owns, options, sent, edge, retry);
+}
+
+/** What the client keeps of a running subscription, to end it when the connection goes. */
+interface LiveSubscription {
+  /** The connection is closed: tell `onError` once (a typed ConnectionClosed; nothing for a close on purpose) and stop. */
+  connectionEnded(closed: ConnectionClosed | undefined): void;
+  /** The client is about to drain its connection: the offers still in a handler can no longer be settled. */
+  silenceInFlight(): void;
 }
 
 class NatsBatonAgent implements BatonAgent {
@@ -305,8 +525,12 @@ class NatsBatonAgent implements BatonAgent {
   readonly project: string;
   readonly agent: string;
   readonly ledger: LedgerClient;
+  readonly closed: Promise<ConnectionClosed | undefined>;
   private readonly publishesAs: 'agent' | 'project';
-  private readonly subscriptions = new Set<OfferSubscription>();
+  /** The running subscriptions, and how each is told its connection is gone. */
+  private readonly subscriptions = new Map<OfferSubscription, LiveSubscription>();
+  /** Set once the connection is closed (`closed`: the typed error, undefined for a close on purpose). */
+  private ended: { closed: ConnectionClosed | undefined } | null = null;
   /** The message ids this client published (see {@link SentMessageIds}). */
   private readonly sent: SentMessageIds;
 
@@ -334,6 +558,14 @@ class NatsBatonAgent implements BatonAgent {
     this.ledger = new LedgerClient(nats, this.prefix, { as: Principals.agent(options.project, options.agent), timeoutMs: options.requestTimeoutMs ?? 5000 });
     this.edge = edge;
     this.offersJs = edge ? nats.connection.jetstream({ apiPrefix: edgeApiPrefix(this.prefix, this.project, this.agent) }) : nats.js;
+    this.closed = Promise.resolve(nats.closed).then(
+      (error) => (error instanceof ConnectionClosed ? error : undefined),
+      () => undefined,
+    );
+    void this.closed.then((closed) => {
+      this.ended = { closed };
+      for (const live of [...this.subscriptions.values()]) live.connectionEnded(closed);
+    });
   }
 
   async publishResult(input: AgentResultInput, trace?: HopTrace): Promise<PublishReceipt> {
@@ -400,9 +632,17 @@ class NatsBatonAgent implements BatonAgent {
     // The ledger provisions the durable (agents may not create consumers), then this process only
     // pulls from it and acknowledges.
     const ackWait = options.ackWaitMs !== undefined ? { ack_wait_ms: options.ackWaitMs } : {};
+    if (this.ended?.closed !== undefined) throw this.ended.closed;
     const opened = await this.ledger.openOffers(this.project, ackWait);
     if (!opened.ok) throw new LedgerCommandError('open_offers', '', opened.error);
     const { stream, durable } = opened;
+    const report = options.onError ?? ((e: unknown) => console.error(`[baton sdk] ${(e as Error).message}`));
+    /** The connection is gone: its close is told once, typed, never the client's CONNECTION_CLOSED of each pull after it. */
+    let gone = false;
+    const pullFailed = (error: unknown): void => {
+      if (gone || this.nats.connection.isClosed() || hasNatsCode(error, 'CONNECTION_CLOSED')) return;
+      report(typedPullError(durable, error));
+    };
     /** Give-ups still being told to the ledger: `stop` waits for them. */
     const givingUp = new Set<Promise<void>>();
     const handler = createOfferHandler({
@@ -413,6 +653,17 @@ class NatsBatonAgent implements BatonAgent {
       publishResult: (result, trace) => this.publishResult(result, trace),
       onOffer: options.onOffer,
     });
+    /** Offer messages whose handler runs: silenced when the connection closes under them (see `silence`). */
+    const inFlight = new Set<ConsumedMessage>();
+    const handle = async (msg: ConsumedMessage): Promise<void> => {
+      inFlight.add(msg);
+      try {
+        await handler(msg);
+      } finally {
+        inFlight.delete(msg);
+        if (this.nats.connection.isClosed()) silence(msg);
+      }
+    };
     // The ledger says at once when a claim of this agent is taken away (a core message under this
     // agent's inbox, which only it reads): the offer working under it confirms with a heartbeat.
     const withdrawals = this.nats.connection.subscribe(claimWithdrawnSubject(this.prefix, this.project, this.agent), {
@@ -430,26 +681,25 @@ class NatsBatonAgent implements BatonAgent {
       durable,
       prefix: this.prefix,
       source: durable,
-      handler,
+      handler: handle,
       concurrency: options.concurrency ?? 1,
       maxDeliver: options.maxDeliver ?? 5,
       ...(options.backoffMs ? { backoffMs: options.backoffMs } : {}),
       pullExpiresMs: 1000,
-      ...(options.onError ? { onError: options.onError } : {}),
+      onError: pullFailed,
       onOutcome: (outcome) => {
         if (outcome.kind !== 'terminated') return;
         // An offer given up on before any claim is told to the ledger, which offers its handoff
         // again or escalates it (docs/handoffs.md, "An offer given up on"); then the agent is told.
         const { msg, error: cause } = outcome;
-        const report = handler
+        const told = handler
           .terminated(msg, cause)
           .then(({ handoffId, giveUp }) => {
-            const error = new OfferTerminatedError(msg.subject, msg.seq, msg.deliveryCount, { cause, handoffId, ...(giveUp ? { giveUp } : {}) });
-            (options.onError ?? ((e: unknown) => console.error(`[baton sdk] ${(e as Error).message}`)))(error);
+            report(new OfferTerminatedError(msg.subject, msg.seq, msg.deliveryCount, { cause, handoffId, ...(giveUp ? { giveUp } : {}) }));
           })
           .catch(() => undefined);
-        givingUp.add(report);
-        void report.finally(() => givingUp.delete(report));
+        givingUp.add(told);
+        void told.finally(() => givingUp.delete(told));
       },
       // An agent may neither create consumers nor publish dead letters: a lost durable is opened
       // again by the ledger from the reader's ack floor, and an offer given up on is terminated
@@ -460,16 +710,49 @@ class NatsBatonAgent implements BatonAgent {
         if (!again.ok) throw new LedgerCommandError('open_offers', '', again.error);
       },
     });
-    const subscription: OfferSubscription = {
-      done: runner.done,
-      stop: async () => {
-        withdrawals.unsubscribe();
-        await runner.stop();
-        await Promise.allSettled([...givingUp]);
+    let markDone: () => void = () => undefined;
+    const done = new Promise<void>((resolve) => (markDone = resolve));
+    void runner.done.then(() => markDone());
+    let outcome: Promise<StopOutcome> | null = null;
+    const stop = (timeoutMs: number, reason: unknown): Promise<StopOutcome> => {
+      outcome ??= (async () => {
+        try {
+          withdrawals.unsubscribe();
+        } catch {
+          // A closed connection has no subscription left to end.
+        }
+        handler.stopping(reason);
+        const ended = Promise.all([runner.stop(), Promise.allSettled([...givingUp])]);
+        const inTime = await within(ended, timeoutMs);
+        const unfinished = inTime ? [] : handler.unfinished();
+        if (!inTime) handler.letGo();
         this.subscriptions.delete(subscription);
+        markDone();
+        return { unfinished };
+      })();
+      return outcome;
+    };
+    const subscription: OfferSubscription = {
+      done,
+      stop: async (stopOptions?: StopOptions) => {
+        const timeoutMs = stopBound(stopOptions?.timeoutMs);
+        return stop(timeoutMs, new SubscriptionStoppingError(timeoutMs));
       },
     };
-    this.subscriptions.add(subscription);
+    this.subscriptions.set(subscription, {
+      connectionEnded: (closed) => {
+        if (gone) return;
+        gone = true;
+        for (const msg of inFlight) silence(msg);
+        if (closed !== undefined) report(closed);
+        void stop(DEFAULT_STOP_TIMEOUT_MS, closed ?? new SubscriptionStoppingError(DEFAULT_STOP_TIMEOUT_MS));
+      },
+      silenceInFlight: () => {
+        for (const msg of inFlight) silence(msg);
+      },
+    });
+    // Closed while the durable was being opened: stop at once.
+    if (this.ended !== null) this.subscriptions.get(subscription)?.connectionEnded(this.ended.closed);
     return subscription;
   }
 
@@ -486,9 +769,16 @@ class NatsBatonAgent implements BatonAgent {
     };
   }
 
-  async close(): Promise<void> {
-    await Promise.all([...this.subscriptions].map((s) => s.stop()));
-    if (this.ownsConnection) await this.nats.drain();
+  async close(options?: StopOptions): Promise<StopOutcome> {
+    const timeoutMs = stopBound(options?.timeoutMs);
+    const live = [...this.subscriptions];
+    const outcomes = await Promise.all(live.map(([subscription]) => subscription.stop({ timeoutMs })));
+    if (this.ownsConnection) {
+      // Handlers the stop gave up on can no longer settle their offers once the connection is drained.
+      for (const [, subscription] of live) subscription.silenceInFlight();
+      await this.nats.drain();
+    }
+    return { unfinished: outcomes.flatMap((outcome) => outcome.unfinished) };
   }
 
   private async publish(subject: string, body: object, msgId: string, trace?: HopTrace): Promise<PublishReceipt> {

@@ -4,9 +4,10 @@ import { leadingCode, type EdgeRefusalIssue, type EdgeRefusalReason, type Handof
  * Base class of every error the SDK throws on purpose. `code` is stable — branch on it, never on
  * the message: `schema_violation` (and the other rejection codes) for {@link InvalidInputError},
  * the ledger's code for {@link LedgerCommandError}, `not_claimed`, `cross_project_result`, `duplicate_message_id`, `message_id_reused`,
- * `offer_terminated`, `mesh_invalid`, and the agent edge's reasons for {@link EdgeRefusedError}. Publishes also throw the event store's errors
+ * `offer_terminated`, `offer_pull_failed`, `subscription_stopping`, `mesh_invalid`, and the agent edge's reasons for {@link EdgeRefusedError}. Publishes also throw the event store's errors
  * (`PublishTimeout`, `StreamNotFound`, `PermissionDenied`, … re-exported here), whose `code` is one
- * of `EventStoreErrorCode`.
+ * of `EventStoreErrorCode`; a connection closed for good is the event store's `ConnectionClosed`
+ * (`connection_closed`).
  */
 export class BatonSdkError extends Error {
   readonly code: string;
@@ -319,4 +320,56 @@ function giveUpText(handoffId: string | null, giveUp: OfferGiveUp | undefined): 
   return h.status === 'pending'
     ? `; handoff ${handoffId} is offered again (retry ${h.retry.retry_count} of ${h.retry.max_retries})`
     : `; handoff ${handoffId} is ${h.status}${h.terminal_reason !== undefined ? `: ${h.terminal_reason}` : ''}`;
+}
+
+/**
+ * The reason an offer's `signal` is aborted with when its subscription is stopping
+ * (`subscription.stop()`, `agent.close()`): wind the work down — end it (`finish`, `return`,
+ * `release`, `fail`) or just return — before the stop's bound (`timeoutMs`) passes. `code` is
+ * stable: `subscription_stopping`.
+ */
+export class SubscriptionStoppingError extends BatonSdkError {
+  constructor(
+    /** How long the stop waits for the handlers in flight, ms (Infinity: without a bound). */
+    readonly timeoutMs: number,
+  ) {
+    super(`the offer subscription is stopping: finish or give up the work within ${Number.isFinite(timeoutMs) ? `${timeoutMs} ms` : 'the stop'}`, {
+      code: 'subscription_stopping',
+    });
+    this.name = 'SubscriptionStoppingError';
+  }
+}
+
+/**
+ * Why pulling offers failed, for {@link OfferPullError}: `unavailable` — nothing answered the pull
+ * (through the agent edge: no ledger relays it, every one stopped or restarting; directly:
+ * JetStream is not there); `timeout` — no answer in time (a stalled or disconnected server);
+ * `error` — anything else the NATS client said (`natsCode`).
+ */
+export type OfferPullFailure = 'unavailable' | 'timeout' | 'error';
+
+/**
+ * Pulling this agent's offers failed for now (handed to `onError`, never thrown): the SDK keeps
+ * trying, backing off up to 30 s, and takes offers again once the server (or the ledger relaying
+ * the edge) answers. Nothing is lost — offers wait in their durable. `reason` says which failure,
+ * `natsCode` is the NATS client's own code (`503`, `TIMEOUT`…) for diagnostics. A connection
+ * closed for good is never this error: `onError` gets the `ConnectionClosed` once instead.
+ * `code` is stable: `offer_pull_failed`.
+ */
+export class OfferPullError extends BatonSdkError {
+  readonly reason: OfferPullFailure;
+  readonly natsCode: string | null;
+  constructor(
+    readonly durable: string,
+    options: { cause: unknown; reason: OfferPullFailure; natsCode: string | null },
+  ) {
+    const said = options.cause instanceof Error ? options.cause.message : String(options.cause);
+    super(`pulling offers from ${durable} failed (${options.reason}${options.natsCode !== null ? `, ${options.natsCode}` : ''}): ${said}; retrying`, {
+      cause: options.cause,
+      code: 'offer_pull_failed',
+    });
+    this.name = 'OfferPullError';
+    this.reason = options.reason;
+    this.natsCode = options.natsCode;
+  }
 }

@@ -3,7 +3,7 @@
  * start runs, take the handoffs offered to them (claim, heartbeat, return, release, fail,
  * finish), and build routing decisions. See libs/sdk/README.md.
  */
-export { createBatonClient } from './client';
+export { connectNats, createBatonClient, DEFAULT_STOP_TIMEOUT_MS } from './client';
 export type {
   AgentResultInput,
   BatonAgent,
@@ -13,11 +13,13 @@ export type {
   PublishReceipt,
   SessionMessageInput,
   StartRunInput,
+  StopOptions,
+  StopOutcome,
 } from './client';
-export type { ClaimOptions, FinishResult, HandoffOffer, ReturnReport } from './offers';
+export type { ClaimOptions, FinishResult, HandoffOffer, ReturnReport, UnfinishedOffer } from './offers';
 export { LedgerClient } from '@baton/eventstore';
-// One connection shared by several clients (`createBatonClient({ nats })`), and the ledger's create body.
-export { connectNats } from '@baton/eventstore';
+// One connection shared by several clients (`createBatonClient({ nats })`: `connectNats` above, which
+// connects as the agent its credentials name), and the ledger's create body.
 export type { LedgerCreateInput, NatsConnectOptions, NatsHandle } from '@baton/eventstore';
 // The contracts a client validates against and names its messages by (docs/schemas), and the
 // stable codes of refusals: the ledger's own, the handoff decider's, a rejected message's.
@@ -36,12 +38,14 @@ export type { MeshDefinition, MeshStartRequest, Rejection, SessionMessage } from
 export { HandoffErrorCode } from '@baton/domain';
 // What a publish may throw besides the SDK's own errors (each with a stable `code`).
 export {
+  ConnectionClosed,
   CredentialsRefused,
   EventStoreError,
   EventStoreErrorCode,
   PermissionDenied,
   PublishTimeout,
   StreamNotFound,
+  type ConnectionCloseReason,
   type CredentialsProblem,
 } from '@baton/eventstore';
 export type { EdgeRefusalReason, LedgerReply } from '@baton/contracts';
@@ -61,10 +65,12 @@ export {
   InvalidInputError,
   LedgerCommandError,
   NotClaimedError,
+  OfferPullError,
   OfferTerminatedError,
+  SubscriptionStoppingError,
 } from './errors';
 export { DEFAULT_PUBLISH_RETRY, DEFAULT_SENT_IDS, MAX_PUBLISH_RETRY_SPAN_MS, SentMessageIds, type PublishRetry } from './sent-ids';
-export type { LedgerErrorBody, OfferGiveUp } from './errors';
+export type { LedgerErrorBody, OfferGiveUp, OfferPullFailure } from './errors';
 /** The AGENT_RUN_CONFIG sentinel, for legacy agents that write their decision into a comment body. */
 export { renderSentinel, appendSentinelOnce, parseSentinel, SentinelError } from '@baton/contracts';
 export type { AgentResult, AgentRunConfig, HandoffRecord, SentinelParse, StartRunRequest } from '@baton/contracts';

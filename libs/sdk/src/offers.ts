@@ -78,7 +78,12 @@ export interface HandoffOffer {
    * which end through the ledger (`return`, `decide`, `release`, `fail`).
    */
   readonly isRunStep: boolean;
-  /** Aborted when the claim is lost (a heartbeat was refused) or the work ended. */
+  /**
+   * Aborted when the claim is lost (a heartbeat was refused: `reason` is the `LedgerCommandError`),
+   * when the subscription is stopping (`subscription.stop()`, `agent.close()`: a
+   * `SubscriptionStoppingError`, code `subscription_stopping`), when the connection is closed for
+   * good (the `ConnectionClosed`), or when the work ended.
+   */
   readonly signal: AbortSignal;
   /**
    * Claim the handoff for this agent (optimistic: only a pending handoff addressed to this agent
@@ -174,6 +179,28 @@ export interface OfferHandler {
    * changes nothing but the lease it renewed.
    */
   withdrawn(notice: ClaimWithdrawn): void;
+  /**
+   * The subscription is stopping (or its connection is gone): abort the `signal` of every offer
+   * whose handler still runs, and of every offer handed over from now on, with `reason`.
+   */
+  stopping(reason: unknown): void;
+  /** The offers whose handler is still running, as a stop that gave up waiting reports them. */
+  unfinished(): UnfinishedOffer[];
+  /**
+   * A stop gave up waiting: the SDK no longer keeps the claims of the offers still running alive
+   * (their auto-heartbeats stop), so a claim lapses at its lease's end and its handoff is offered again.
+   */
+  letGo(): void;
+}
+
+/** An offer whose handler was still running when a bounded `stop()` / `close()` stopped waiting for it. */
+export interface UnfinishedOffer {
+  readonly handoffId: string;
+  /** The claim it held, null when it never claimed. */
+  readonly claimId: string | null;
+  /** The offer message's stream sequence, and how often it was delivered. */
+  readonly seq: number;
+  readonly deliveryCount: number;
 }
 
 /** One line saying why the handler gave up, for the ledger (`reason`: not blank, within the short-text cap). */
@@ -188,6 +215,8 @@ export function createOfferHandler(deps: OfferHandlerDeps): OfferHandler {
   const failed = new LruCache<number, FailedOffer>(FAILED_OFFERS_CAPACITY);
   /** The offers whose handler is running, by handoff id (a withdrawal names the handoff). */
   const live = new Map<string, Set<Offer>>();
+  /** Set once the subscription is stopping: an offer handed over after it starts aborted. */
+  let stoppedBy: { reason: unknown } | null = null;
   const handle = async (msg: ConsumedMessage): Promise<void> => {
     const decoded = parseUntrustedJson(decoder.decode(msg.data), Limits.maxMessageBytes);
     if (!decoded.ok) throw new PoisonError(decoded.rejection.message, decoded.rejection.code);
@@ -199,6 +228,7 @@ export function createOfferHandler(deps: OfferHandlerDeps): OfferHandler {
     const running = live.get(handoffId) ?? new Set<Offer>();
     running.add(offer);
     live.set(handoffId, running);
+    if (stoppedBy !== null) offer.stop(stoppedBy.reason);
     try {
       await deps.onOffer(offer);
       failed.delete(msg.seq);
@@ -250,7 +280,16 @@ export function createOfferHandler(deps: OfferHandlerDeps): OfferHandler {
       };
     }
   };
-  return Object.assign(handle, { terminated, withdrawn });
+  const everyLive = (): Offer[] => [...live.values()].flatMap((offers) => [...offers]);
+  const stopping = (reason: unknown): void => {
+    stoppedBy ??= { reason };
+    for (const offer of everyLive()) offer.stop(stoppedBy.reason);
+  };
+  const unfinished = (): UnfinishedOffer[] => everyLive().map((offer) => offer.unfinished());
+  const letGo = (): void => {
+    for (const offer of everyLive()) offer.letGo();
+  };
+  return Object.assign(handle, { terminated, withdrawn, stopping, unfinished, letGo });
 }
 
 class Offer implements HandoffOffer {
@@ -477,6 +516,20 @@ class Offer implements HandoffOffer {
   confirmWithdrawn(claimId: string): void {
     if (this.claimId !== claimId || this.lostBy !== null || this.endedBy !== null || this.abort.signal.aborted) return;
     this.heartbeat().catch(() => undefined);
+  }
+
+  /** The subscription is stopping: abort the signal with `reason` (the handler should wind down). */
+  stop(reason: unknown): void {
+    if (!this.abort.signal.aborted) this.abort.abort(reason);
+  }
+
+  /** A stop gave up waiting for this offer's handler: no more auto-heartbeats (the claim lapses at its lease's end). */
+  letGo(): void {
+    this.stopHeartbeat();
+  }
+
+  unfinished(): UnfinishedOffer {
+    return { handoffId: this.handoffId, claimId: this.claimId, seq: this.msg.seq, deliveryCount: this.deliveryCount };
   }
 
   /** Called when the onOffer handler has returned: stop heartbeating, abort the signal. */
