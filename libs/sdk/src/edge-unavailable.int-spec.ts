@@ -1,12 +1,12 @@
 import 'reflect-metadata';
 import { randomBytes } from 'node:crypto';
-import { createEventRegistry } from '@baton/contracts';
-import { JetStreamEventStore, batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
+import { batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 // Test only: boots the real ledger service in-process: its edge relay is what goes away and comes back.
 // eslint-disable-next-line @nx/enforce-module-boundaries
 import { startLedger } from '../../../apps/ledger/src/ledger';
 import { createBatonClient, EdgeUnavailableError, InvalidInputError, type BatonAgent } from './index';
+import { storeDefinition } from './definition.int-support';
 
 /*
  * What an agent's publish through its edge does while no ledger relays it (stopped, restarting),
@@ -34,28 +34,8 @@ describe('the SDK through the agent edge while no ledger relays it (real NATS, t
   beforeAll(async () => {
     nats = await connectNats({ servers: NATS_URL, name: 'sdk-edge-unavailable-int', reconnect: false });
     await boot();
-    const store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
-    const now = new Date().toISOString();
     const definition = { project: P, agents: [{ name: 'bob' }], workflows: [{ name: 'w', version: 1, entry: 'one', steps: [{ id: 'one', agent: 'bob' }] }] };
-    await store.append(
-      { project: P, kind: 'definition', id: 'current' },
-      [
-        {
-          id: `def-${prefix}`,
-          type: 'definition.published',
-          version: 1,
-          aggregate: { kind: 'definition', id: 'current' },
-          project: P,
-          occurredAt: now,
-          actor: 'test-router',
-          origin: 'operator',
-          causationId: null,
-          correlationId: 'test',
-          payload: { definition, published_by: 'test-router', published_at: now, digest: 'd1' },
-        },
-      ],
-      { expectedVersion: 0 },
-    );
+    await storeDefinition(nats, prefix, definition);
     // 2 attempts of 1 s: the client keeps trying an unrelayed edge for about 2.2 s.
     agent = await createBatonClient({ nats, prefix, project: P, agent: 'bob', edge: true, publishTimeoutMs: 1_000, publishAttempts: 2 });
   });

@@ -6,9 +6,8 @@ import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { connect as netConnect, createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createEventRegistry, inboxPrefixOf, Principals } from '@baton/contracts';
+import { inboxPrefixOf, Principals } from '@baton/contracts';
 import {
-  JetStreamEventStore,
   batonStreamNames,
   connectNats as connectAdmin,
   credsPath,
@@ -38,6 +37,7 @@ import {
   type BatonAgent,
   type HandoffOffer,
 } from './index';
+import { storeDefinition } from './definition.int-support';
 
 /*
  * An agent's connection lifecycle and error surface, against a nats-server of this spec's own that
@@ -147,32 +147,12 @@ describe('the SDK connection lifecycle (an authenticated nats-server of its own,
     const op = Principals.operator('admin');
     admin = await connectAdmin({ servers: url, credsFile: credsPath(deployment, op), inboxPrefix: inboxPrefixOf(prefix, op), reconnect: true });
     await boot();
-    const store = new JetStreamEventStore({ js: admin.js, jsm: admin.jsm, prefix, registry: createEventRegistry() });
-    const now = new Date().toISOString();
     const definition = {
       project: P,
       agents: [{ name: 'alice' }, { name: 'bob' }],
       workflows: [{ name: 'w', version: 1, entry: 'one', steps: [{ id: 'one', agent: 'bob' }] }],
     };
-    await store.append(
-      { project: P, kind: 'definition', id: 'current' },
-      [
-        {
-          id: `def-${prefix}`,
-          type: 'definition.published',
-          version: 1,
-          aggregate: { kind: 'definition', id: 'current' },
-          project: P,
-          occurredAt: now,
-          actor: 'test-router',
-          origin: 'operator',
-          causationId: null,
-          correlationId: 'test',
-          payload: { definition, published_by: 'test-router', published_at: now, digest: 'd1' },
-        },
-      ],
-      { expectedVersion: 0 },
-    );
+    await storeDefinition(admin, prefix, definition);
     const delegator = issueCreds(deployment, Principals.agent(P, 'alice'));
     alice = await createBatonClient({ natsUrl: url, natsCreds: delegator.file, prefix, project: P, agent: 'alice' });
     const issued = issueCreds(deployment, Principals.agent(P, 'bob'));

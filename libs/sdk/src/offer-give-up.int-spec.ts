@@ -8,6 +8,7 @@ import { waitFor } from '@baton/wait';
 // eslint-disable-next-line @nx/enforce-module-boundaries
 import { startLedger } from '../../../apps/ledger/src/ledger';
 import { createBatonClient, OfferTerminatedError, type BatonAgent, type OfferSubscription } from './index';
+import { storeDefinition } from './definition.int-support';
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const P = 'shop';
@@ -26,27 +27,8 @@ describe('an offer the SDK gives up on before claiming it is told to the ledger 
     nats = await connectNats({ servers: NATS_URL, name: 'sdk-give-up-int', reconnect: false });
     ledger = await startLedger({ ...process.env, BATON_PREFIX: prefix, BATON_INSTANCE: 'sdk-give-up', HTTP_PORT: '0', LOG_LEVEL: 'error' });
     store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
-    const now = new Date().toISOString();
     const definition = { project: P, lead: 'lena', agents: [{ name: 'alice' }, { name: 'bob' }, { name: 'dave' }, { name: 'lena' }], workflows: [] };
-    await store.append(
-      { project: P, kind: 'definition', id: 'current' },
-      [
-        {
-          id: `def-${prefix}`,
-          type: 'definition.published',
-          version: 1,
-          aggregate: { kind: 'definition', id: 'current' },
-          project: P,
-          occurredAt: now,
-          actor: 'test-router',
-          origin: 'operator',
-          causationId: null,
-          correlationId: 'test',
-          payload: { definition, published_by: 'test-router', published_at: now, digest: 'd1' },
-        },
-      ],
-      { expectedVersion: 0 },
-    );
+    await storeDefinition(nats, prefix, definition);
     delegator = new LedgerClient(nats, prefix, { as: Principals.agent(P, 'alice') });
   });
 

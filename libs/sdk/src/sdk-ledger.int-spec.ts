@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { randomBytes } from 'node:crypto';
-import { claimWithdrawnSubject, createEventRegistry, edgeSubjectOf, MsgIds, offerDurableName, Principals, type HandoffRecord } from '@baton/contracts';
-import { JetStreamEventStore, LedgerClient, batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
+import { claimWithdrawnSubject, edgeSubjectOf, MsgIds, offerDurableName, Principals, type HandoffRecord } from '@baton/contracts';
+import { LedgerClient, batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { waitFor } from '@baton/wait';
 // Test only: boots the real ledger service in-process, so the SDK is proven against the real protocol.
@@ -9,6 +9,7 @@ import { waitFor } from '@baton/wait';
 import { startLedger } from '../../../apps/ledger/src/ledger';
 import { createBatonClient, EdgeRefusedError, LedgerCommandError, NotClaimedError, OfferTerminatedError, type BatonAgent, type HandoffOffer } from './index';
 import { publishOnce, SentMessageIds } from './sent-ids';
+import { storeDefinition } from './definition.int-support';
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const P = 'shop';
@@ -23,28 +24,8 @@ describe('the agent SDK against the real ledger service (in-process, real NATS)'
     nats = await connectNats({ servers: NATS_URL, name: 'sdk-ledger-int', reconnect: false });
     ledger = await startLedger({ ...process.env, BATON_PREFIX: prefix, BATON_INSTANCE: 'sdk-ledger', HTTP_PORT: '0', LOG_LEVEL: 'error' });
     // The project definition the ledger reads its roster from, as the router publishes it.
-    const store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
-    const now = new Date().toISOString();
     const definition = { project: P, lead: 'lena', agents: [{ name: 'alice' }, { name: 'bob' }, { name: 'lena' }], workflows: [] };
-    await store.append(
-      { project: P, kind: 'definition', id: 'current' },
-      [
-        {
-          id: `def-${prefix}`,
-          type: 'definition.published',
-          version: 1,
-          aggregate: { kind: 'definition', id: 'current' },
-          project: P,
-          occurredAt: now,
-          actor: 'test-router',
-          origin: 'operator',
-          causationId: null,
-          correlationId: 'test',
-          payload: { definition, published_by: 'test-router', published_at: now, digest: 'd1' },
-        },
-      ],
-      { expectedVersion: 0 },
-    );
+    await storeDefinition(nats, prefix, definition);
     agent = await createBatonClient({ nats, prefix, project: P, agent: 'bob' });
   });
 
