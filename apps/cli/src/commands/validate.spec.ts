@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LOAN_EXAMPLE_YAML } from '@baton/definitions';
@@ -22,6 +22,7 @@ describe('baton validate', () => {
     writeFileSync(join(good, 'loans.yaml'), LOAN_EXAMPLE_YAML);
     writeFileSync(bad, 'project: loans\n---\nSUPERVISOR: S\nHANDOFF:\n  - TO: Nobody\n    RETURN: True\n');
   });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it("a directory with seed 001's loan example is valid: exit 0", async () => {
     const { code, out } = await run([good]);
