@@ -15,7 +15,7 @@ import {
   type NatsHandle,
 } from '@baton/eventstore';
 import { createProjectionStore, createRedis, type ProjectionStore, type RedisHandle } from '@baton/projections';
-import { BaseConfigSchema, ConfigError, envInt, loadConfig } from '@baton/platform';
+import { BaseConfigSchema, ConfigError, envInt, loadConfig, redactUrl } from '@baton/platform';
 import { CliError, CliErrorCode, CliWarningCode, UsageError, type CliWarning } from './errors';
 import type { CliIo } from './output';
 
@@ -118,11 +118,6 @@ export interface CliContextOptions {
  */
 export function localDeployment(env: Record<string, string | undefined>): LocalDeployment | null {
   return readLocalDeployment(deploymentDir(env));
-}
-
-/** A server's URL as the CLI shows it: without the password it may carry (each URL of a comma-separated list). */
-export function shownUrl(url: string): string {
-  return url.replace(/\/\/([^/@:,]*):[^/@,]*@/g, '//$1:***@');
 }
 
 /** The deployment folder: BATON_NATS_DIR, else ./var/nats-auth. */
@@ -264,7 +259,7 @@ export function createCliContext(options: CliContextOptions): CliContext {
       const stopped = stoppedDeployment(env, local());
       if (stopped === null) return;
       const cfg = ctx.config();
-      const url = shownUrl(server === 'nats' ? cfg.NATS_URL : server === 'redis' ? cfg.REDIS_URL : cfg.BATON_API_URL);
+      const url = redactUrl(server === 'nats' ? cfg.NATS_URL : server === 'redis' ? cfg.REDIS_URL : cfg.BATON_API_URL);
       const why =
         stopped.localJson === 'missing'
           ? `no local.json: npm start is not running (it removes local.json when it stops)`

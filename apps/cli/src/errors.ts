@@ -1,4 +1,5 @@
 import { EventStoreErrorCode, isNoResponders, isPermissionsViolation, isTimeout, jsErrCode, JsErrCode, StreamNotFound } from '@baton/eventstore';
+import { redactUrl } from '@baton/platform';
 /** Exit codes of the `baton` command. */
 export const ExitCode = {
   /** The command did what was asked (for `verify`: the projections match). */
@@ -161,7 +162,7 @@ export class CliError extends Error {
  * credentials may not read it (an agent's, not the admin's), else `unavailable`.
  */
 export function streamReadError(error: unknown, stream: string, prefix: string, url: string): CliError {
-  const natsUrl = url.replace(/\/\/([^/@:,]*):[^/@,]*@/g, '//$1:***@');
+  const natsUrl = redactUrl(url);
   const message = (error as Error).message;
   if (error instanceof StreamNotFound || jsErrCode(error) === JsErrCode.streamNotFound)
     return new CliError(

@@ -3,7 +3,8 @@ import { InvalidCursorError, type ItemFilters, type ProjectionStore } from '@bat
 import { int, str, type ParsedArgs } from '../command';
 import { CliWarningCode, ExitCode, UsageError } from '../errors';
 import { projectArg } from '../timeline';
-import { shownUrl, type CliContext } from '../context';
+import { redactUrl } from '@baton/platform';
+import { type CliContext } from '../context';
 import { printJson, renderTable, type CliIo, type Column } from '../output';
 
 // What the listing commands (`baton inbox`, `baton stops`) share: repeatable filter options, the
@@ -94,7 +95,7 @@ export async function readPage<T>(read: () => Promise<Page<T>>): Promise<Page<T>
 export async function warnIfUnbuilt<T>(ctx: CliContext, store: ProjectionStore, projection: string, page: Page<T>): Promise<void> {
   if (page.items.length > 0 || page.nextCursor !== null) return;
   if ((await store.status({ name: projection, version: 0 })).activeGeneration !== null) return;
-  const redis = shownUrl(ctx.config().REDIS_URL);
+  const redis = redactUrl(ctx.config().REDIS_URL);
   ctx.warn(
     CliWarningCode.projectionNotBuilt,
     `no ${projection} projection under "${store.prefix}" in Redis at ${redis}: never built, BATON_PREFIX / BATON_PROJECTION_PREFIX names another keyspace, ` +

@@ -105,8 +105,9 @@ export function logResumedCommand(logger: JsonLogger, resumed: ResumedCommand): 
 const REDIS_START_WAIT_MS = 5_000;
 
 /** A server address as it may be shown: without the password a URL may carry. */
-function redactUrl(url: string): string {
-  return url.replace(/\/\/([^/@:]*):[^/@]*@/, '//$1:***@');
+export function redactUrl(url: string): string {
+  // Each URL of a comma-separated list (NATS_URL may name several servers).
+  return url.replace(/\/\/([^/@:,]*):[^/@,]*@/g, '//$1:***@');
 }
 
 /**
@@ -116,7 +117,7 @@ function redactUrl(url: string): string {
  */
 export function natsStartupError(config: Pick<BaseConfig, 'NATS_URL' | 'NATS_CREDS' | 'NATS_USER'>, error: unknown): StartupError {
   const said = error instanceof Error ? error.message : String(error);
-  const url = config.NATS_URL.split(',').map(redactUrl).join(',');
+  const url = redactUrl(config.NATS_URL);
   const credentials =
     config.NATS_CREDS !== undefined
       ? `the credentials file ${config.NATS_CREDS}`
