@@ -2,6 +2,7 @@ import { createInbox, nanos, type JetStreamClient, type Msg, type MsgHdrs, type 
 import { ownValue, setOwn } from '@baton/contracts';
 import { headersToRecord } from './dead-letter';
 import { connectionOf } from './pull-size';
+import { hasNatsCode } from './connection';
 
 /*
  * Pull requests with both bounds. A JetStream pull (`CONSUMER.MSG.NEXT`) may ask for a count of
@@ -192,15 +193,25 @@ export class DeliveredMessage {
   }
   /** Reset the ack wait: the handler is still at work. */
   working(): void {
-    // A closed connection sends nothing (the client would throw from a timer's beat): the server
-    // delivers the message again once its ack wait ends, to whoever pulls next.
-    if (!this.settled && !this.nc.isClosed()) this.nc.publish(this.ackSubject(this.msg.reply as string), '+WPI');
+    if (!this.settled) this.send('+WPI');
   }
   private settle(body: string): void {
     if (this.settled) return;
     this.settled = true;
+    this.send(body);
+  }
+  /**
+   * A connection closed (or past the end of its drain) sends nothing, and says nothing either — the
+   * client would throw from a timer's beat or a handler's end: the server delivers the message again
+   * once its ack wait ends, to whoever pulls next.
+   */
+  private send(body: string): void {
     if (this.nc.isClosed()) return;
-    this.nc.publish(this.ackSubject(this.msg.reply as string), body);
+    try {
+      this.nc.publish(this.ackSubject(this.msg.reply as string), body);
+    } catch (error) {
+      if (!hasNatsCode(error, 'CONNECTION_CLOSED') && !hasNatsCode(error, 'CONNECTION_DRAINING')) throw error;
+    }
   }
 }
 

@@ -43,7 +43,6 @@ import {
   principalOfCreds,
   runConsumer,
   traceHeaders,
-  type ConsumedMessage,
   type HopTrace,
   type NatsConnectOptions,
   type NatsHandle,
@@ -442,16 +441,6 @@ function typedPullError(durable: string, error: unknown): unknown {
   return new OfferPullError(durable, { cause: error, reason, natsCode });
 }
 
-/**
- * An offer message the connection can no longer settle (it is closed): its acknowledgement and
- * in-progress beats would throw the NATS client's CONNECTION_CLOSED out of the consumer runner's
- * timers. Nothing can reach the server any more; the message is delivered again after its ack wait.
- */
-function silence(msg: ConsumedMessage): void {
-  const none = (): void => undefined;
-  Object.assign(msg.raw, { ack: none, nak: none, term: none, working: none });
-}
-
 /** A client's options checked before it connects: ids a subject can carry, a request timeout that means something. */
 const ClientIdentitySchema = z.object({ project: ProjectIdSchema, agent: AgentNameSchema });
 
@@ -516,8 +505,6 @@ export async function createBatonClient(options: BatonClientOptions): Promise<Ba
 interface LiveSubscription {
   /** The connection is closed: tell `onError` once (a typed ConnectionClosed; nothing for a close on purpose) and stop. */
   connectionEnded(closed: ConnectionClosed | undefined): void;
-  /** The client is about to drain its connection: the offers still in a handler can no longer be settled. */
-  silenceInFlight(): void;
 }
 
 class NatsBatonAgent implements BatonAgent {
@@ -653,17 +640,6 @@ class NatsBatonAgent implements BatonAgent {
       publishResult: (result, trace) => this.publishResult(result, trace),
       onOffer: options.onOffer,
     });
-    /** Offer messages whose handler runs: silenced when the connection closes under them (see `silence`). */
-    const inFlight = new Set<ConsumedMessage>();
-    const handle = async (msg: ConsumedMessage): Promise<void> => {
-      inFlight.add(msg);
-      try {
-        await handler(msg);
-      } finally {
-        inFlight.delete(msg);
-        if (this.nats.connection.isClosed()) silence(msg);
-      }
-    };
     // The ledger says at once when a claim of this agent is taken away (a core message under this
     // agent's inbox, which only it reads): the offer working under it confirms with a heartbeat.
     const withdrawals = this.nats.connection.subscribe(claimWithdrawnSubject(this.prefix, this.project, this.agent), {
@@ -681,7 +657,7 @@ class NatsBatonAgent implements BatonAgent {
       durable,
       prefix: this.prefix,
       source: durable,
-      handler: handle,
+      handler,
       concurrency: options.concurrency ?? 1,
       maxDeliver: options.maxDeliver ?? 5,
       ...(options.backoffMs ? { backoffMs: options.backoffMs } : {}),
@@ -743,12 +719,8 @@ class NatsBatonAgent implements BatonAgent {
       connectionEnded: (closed) => {
         if (gone) return;
         gone = true;
-        for (const msg of inFlight) silence(msg);
         if (closed !== undefined) report(closed);
         void stop(DEFAULT_STOP_TIMEOUT_MS, closed ?? new SubscriptionStoppingError(DEFAULT_STOP_TIMEOUT_MS));
-      },
-      silenceInFlight: () => {
-        for (const msg of inFlight) silence(msg);
       },
     });
     // Closed while the durable was being opened: stop at once.
@@ -773,11 +745,8 @@ class NatsBatonAgent implements BatonAgent {
     const timeoutMs = stopBound(options?.timeoutMs);
     const live = [...this.subscriptions];
     const outcomes = await Promise.all(live.map(([subscription]) => subscription.stop({ timeoutMs })));
-    if (this.ownsConnection) {
-      // Handlers the stop gave up on can no longer settle their offers once the connection is drained.
-      for (const [, subscription] of live) subscription.silenceInFlight();
-      await this.nats.drain();
-    }
+    // Handlers the stop gave up on settle nothing once the connection is drained (DeliveredMessage).
+    if (this.ownsConnection) await this.nats.drain();
     return { unfinished: outcomes.flatMap((outcome) => outcome.unfinished) };
   }
 
