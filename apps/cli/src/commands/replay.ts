@@ -1,7 +1,8 @@
-import { batonStreamNames } from '@baton/eventstore';
+import { batonStreamNames, type NatsHandle } from '@baton/eventstore';
 import {
   createBatonProjector,
   eventsStreamMark,
+  noticesPublishedThrough,
   RebuildAbortedError,
   RebuildIncompleteError,
   ShadowLostError,
@@ -51,6 +52,12 @@ export type ReplayOutcome =
       /** How long the rebuild (of every projection at once, over one read of the stream) took, and its rate. */
       seconds: number;
       events_per_s: number;
+      /**
+       * `notices` only, when Redis had lost it: the first event whose notice no notifier had
+       * published (the notifier's consumer had not acknowledged it); `notices` was rebuilt to the one
+       * before, and a running notifier publishes the notices from here as it applies them.
+       */
+      notices_from_seq?: number;
     }
   | { projection: string; status: 'lost'; generation: number; winner: number | null }
   | ({ status: 'dry_run' } & ShadowComparison);
@@ -131,6 +138,10 @@ holds JSON lines only, a failure's line with its warnings in details.warnings, o
 warnings' one line {"warnings":[…]}). Ctrl-C stops the rebuild between
 two events, swaps nothing in and deletes its shadows: the live projections are untouched (exit 130);
 the notifier's API shows a running rebuild (GET /v1/projections).
+
+A notices projection Redis lost is rebuilt only to where the notifiers had published notices (the
+notifier's projection consumer's ack floor): a notifier then publishes the notices of the events
+after it as it applies them (its line says from which seq; notices_from_seq in --json).
 
 Replaying from a point (--from-seq N, or --from-time T = the first sequence stored at or after T):
 a projection is a fold, so a replay that starts at N is only meaningful on top of the state as of
@@ -253,6 +264,10 @@ Options:
         const text = `${replaced.join(', ')} were built from another events stream (it was recreated); replacing them`;
         ctx.warn('stream_recreated', text, `baton: ${text}\n`);
       }
+      // `notices` lost from Redis: rebuilt only to what the notifiers had published, so that the
+      // notices of the events after it — stored while Redis was lost — are still published, by the
+      // notifier's live applier, instead of never. Not with a starting point: the SRE chose it.
+      const noticesUntil = start === undefined ? await lostNoticesBound(store, projections, nats, ctx.config().BATON_PREFIX, lastSeq) : null;
       const began = Date.now();
       // Projections swap in at the end of different catch-up rounds: each is reported with the
       // events read up to its own last sequence (what the read had counted when that round began).
@@ -294,6 +309,7 @@ Options:
             ...(result.handedOver ? { handed_over: { from_seq: result.handedOver.fromSeq, to_seq: result.handedOver.toSeq } } : {}),
             seconds: Math.round(seconds * 100) / 100,
             events_per_s: seconds > 0 ? Math.round((events + seeded) / seconds) : 0,
+            ...(projection.name === 'notices' && noticesUntil !== null ? { notices_from_seq: result.lastSeq + 1 } : {}),
           });
           if (!json) {
             const from = start !== undefined ? ` (seeded with ${seeded} events to seq ${start - 1}, replayed from seq ${start})` : '';
@@ -302,6 +318,9 @@ Options:
                 `swapped out generation ${result.previous ?? '-'} (${cleanup.deletedKeys} keys deleted)` +
                 (result.handedOver
                   ? `; live traffic kept it ahead, so it was handed over at seq ${result.handedOver.fromSeq - 1} and seq ${result.handedOver.fromSeq}..${result.handedOver.toSeq} applied after the swap`
+                  : '') +
+                (projection.name === 'notices' && noticesUntil !== null
+                  ? `; Redis had lost it, so it stops where the notifiers had published notices: a notifier publishes the notices of seq ${result.lastSeq + 1} on as it applies them`
                   : '') +
                 '\n',
             );
@@ -318,6 +337,7 @@ Options:
           by: 'baton replay',
           targetSeq: lastSeq,
           ...(replaceAhead ? { replaceAhead } : {}),
+          ...(noticesUntil !== null ? { untilSeq: { notices: noticesUntil } } : {}),
           totalEvents: total,
           // A note once set stays on the line until replaced: the seeding note gives way to the replay's.
           onProgress: remembering(
@@ -363,3 +383,23 @@ Options:
     }
   },
 };
+
+/**
+ * Where `baton replay` rebuilds a `notices` projection Redis lost (no active generation): the
+ * notifier's projection consumer's ack floor, when that consumer exists and is behind the stream
+ * (the events after it never had their notices published). Null otherwise — `notices` not
+ * selected, still live, no notifier ever ran here, or nothing unpublished — and the fold runs to
+ * the end as for every other projection.
+ */
+async function lostNoticesBound(
+  store: ProjectionStore,
+  projections: readonly AnyFoldingProjection[],
+  nats: Pick<NatsHandle, 'jsm'>,
+  prefix: string,
+  lastSeq: number,
+): Promise<number | null> {
+  const notices = projections.find((p) => p.name === 'notices');
+  if (notices === undefined || (await store.status(notices)).activeGeneration !== null) return null;
+  const through = await noticesPublishedThrough(nats, prefix);
+  return through === null || through >= lastSeq ? null : through;
+}

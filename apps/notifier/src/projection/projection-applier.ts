@@ -4,6 +4,7 @@ import { DlqSources, batonStreamNames, provision, runConsumer, type ConsumerRunn
 import {
   eventsStreamMark,
   jetStreamReplaySource,
+  noticesPublishedThrough,
   RebuildAbortedError,
   type BatonProjector,
   type EnsureCurrentOptions,
@@ -53,7 +54,8 @@ export const PROJECTION_BATCH = 256;
  * the next tick. The lost `notices` projection is rebuilt only up to what was published before the
  * loss ({@link noticesThrough}, or the consumer's ack floor if higher): the live applier then
  * applies the events after it, publishing the notices the loss kept it from publishing — and none
- * of the history again.
+ * of the history again. A loss found at start is bounded by the consumer's ack floor alone (see
+ * {@link noticesBoundAtStart}).
  */
 @Injectable()
 export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -181,12 +183,20 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
    * included, had applied it) — so that the events after it get their notices from the live applier.
    */
   private async noticesBound(): Promise<number> {
-    const { nats, config } = this.runtime;
-    const ackFloor = await nats.jsm.consumers.info(batonStreamNames(config.BATON_PREFIX).events, PROJECTION_DURABLE).then(
-      (info) => info.ack_floor.stream_seq,
-      () => 0,
-    );
-    return Math.max(this.noticesThrough, ackFloor);
+    return Math.max(this.noticesThrough, (await noticesPublishedThrough(this.runtime.nats, this.runtime.config.BATON_PREFIX)) ?? 0);
+  }
+
+  /**
+   * Where a `notices` projection Redis does not hold is rebuilt to at start. A notifier that starts
+   * on an empty Redis cannot tell a loss from a new Redis by Redis alone, but the projection
+   * consumer can: when it exists, the events after its ack floor were never applied by any notifier
+   * — their notices never published — so `notices` is rebuilt to the ack floor and the live applier
+   * publishes the rest (the notices of events stored while Redis was lost and no notifier ran). No
+   * consumer: nothing was ever published from this stream here, and its history gets no notices.
+   */
+  private async noticesBoundAtStart(): Promise<Readonly<Record<string, number>>> {
+    const through = await noticesPublishedThrough(this.runtime.nats, this.runtime.config.BATON_PREFIX);
+    return through === null ? {} : { notices: through };
   }
 
   /**
@@ -211,9 +221,9 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
         stateCacheSize: 2_048,
         itemCacheSize: 2_048,
         ...(stream ? { targetSeq: stream.last_seq, totalEvents: stream.messages } : {}),
-        // Lost after start: `notices` up to what was published (at start nothing is bounded: a
-        // notifier starting on an empty Redis cannot tell a loss from a new deployment).
-        ...(when === 'after start' ? { lostUntil: async () => ({ notices: await this.noticesBound() }) } : {}),
+        // Lost: `notices` up to what was published — after start what this process published or
+        // the consumer acknowledged, at start the consumer's ack floor (none: no bound).
+        lostUntil: when === 'after start' ? async () => ({ notices: await this.noticesBound() }) : () => this.noticesBoundAtStart(),
         onProgress: (progress) => {
           if (progress.elapsedMs - logged < 10_000) return;
           logged = progress.elapsedMs;
@@ -238,7 +248,7 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
           status: rebuilt.result.status,
           ...(rebuilt.result.status === 'swapped' ? { last_seq: rebuilt.result.lastSeq } : {}),
           // A lost `notices` rebuilt up to what was published: the live applier publishes from here.
-          ...(rebuilt.projection === 'notices' && rebuilt.reason === 'no_active_generation' && when === 'after start' && rebuilt.result.status === 'swapped'
+          ...(rebuilt.projection === 'notices' && rebuilt.reason === 'no_active_generation' && rebuilt.result.status === 'swapped'
             ? { notices_from_seq: rebuilt.result.lastSeq + 1 }
             : {}),
         };

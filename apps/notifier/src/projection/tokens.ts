@@ -7,5 +7,5 @@ export const LEDGER_CLIENT = Symbol('LEDGER_CLIENT');
 /** The Redis key prefix of the projections of a deployment (`<BATON_PREFIX>:proj`). */
 export const projectionPrefix = (batonPrefix: string) => `${batonPrefix}:proj`;
 
-/** The notifier's durable consumer on the events stream. */
-export const PROJECTION_DURABLE = 'notifier_projections';
+/** The notifier's durable consumer on the events stream (named in `@baton/projections`, which `baton replay` reads too). */
+export { PROJECTION_DURABLE } from '@baton/projections';

@@ -49,5 +49,5 @@ export {
 } from './scenario';
 export { createBatonViews, type BatonViews, type InboxQuery, type ScopedKind, type StopQuery, type StopRecord } from './views';
 export { projectRef, parseProjectRef, idLookupMember, idLookupRange, type ProjectRef } from './refs';
-export { eventsStreamMark, jetStreamReplaySource, type JetStreamReplayOptions } from './replay';
+export { PROJECTION_DURABLE, eventsStreamMark, jetStreamReplaySource, noticesPublishedThrough, type JetStreamReplayOptions } from './replay';
 export { RangeFold, ProjectionGapError, ProjectionLostError, type EventRange, type RangeHooks, type RangeApplyResult } from './range';

@@ -59,6 +59,23 @@ export async function eventsStreamMark(nats: Pick<NatsHandle, 'jsm'>, stream: st
   return { identity: info.created, lastSeq: info.state.last_seq };
 }
 
+/** The notifier's durable consumer on the events stream: it feeds the live projections and the notices. */
+export const PROJECTION_DURABLE = 'notifier_projections';
+
+/**
+ * How far the notifiers of a prefix have published notices: the projection consumer's ack floor
+ * (every event up to it was applied to every projection, `notices` included, and its notice
+ * published). Null when the consumer does not exist — no notifier ever ran on this stream, or it
+ * was deleted — or cannot be read. A `notices` projection Redis lost is rebuilt to it (by the
+ * notifier, and by `baton replay`), so the events after it get their notices from the live applier.
+ */
+export async function noticesPublishedThrough(nats: Pick<NatsHandle, 'jsm'>, prefix: string): Promise<number | null> {
+  return nats.jsm.consumers.info(batonStreamNames(prefix).events, PROJECTION_DURABLE).then(
+    (info) => info.ack_floor.stream_seq,
+    () => null,
+  );
+}
+
 /** The trace id of a W3C `traceparent` value (`00-<32 hex>-<16 hex>-<2 hex>`), or null. */
 export function traceIdOf(traceparent: string | undefined): string | null {
   const match = /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}/.exec(traceparent?.trim() ?? '');
