@@ -116,6 +116,12 @@ export const CliWarningCode = {
    * another deployment's server (`details`: server, url, setting, deployment_dir, found, local_json).
    */
   defaultServerRead: 'default_server_read',
+  /**
+   * `token list`: active tokens share a name (any case), made before names were checked: the name is
+   * all a recorded answer says of who answered, so their answers read as one person's
+   * (`details`: name, token_ids).
+   */
+  tokenNameShared: 'token_name_shared',
 } as const;
 export type CliWarningCode = (typeof CliWarningCode)[keyof typeof CliWarningCode];
 

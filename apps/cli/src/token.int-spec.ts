@@ -176,6 +176,35 @@ describe('baton token: expiry at creation, shown in the list (real Redis)', () =
     expect((await record(made.token_id)).revoked_at).toBeNull();
   });
 
+  it('list warns of active tokens sharing a name (made before names were checked): token_name_shared naming them; none once all but one are revoked', async () => {
+    const made = JSON.parse((await baton('token', 'create', '--role', 'operator', '--project', 'ops', '--name', 'Grace', '--json')).out) as {
+      token_id: string;
+    };
+    // A second "grace" as a Baton before the name check stored it: the record and the set, nothing else.
+    const twinId = 'abcdef0123456789';
+    await redis.client
+      .multi()
+      .set(ApiTokenKeys.token(prefix, twinId), JSON.stringify({ ...(await record(made.token_id)), token_id: twinId, name: 'grace' }))
+      .sadd(ApiTokenKeys.tokens(prefix), twinId)
+      .exec();
+
+    const prose = await baton('token', 'list');
+    expect(prose.code).toBe(0);
+    expect(prose.err).toContain(`baton: warning: active tokens `);
+    expect(prose.err).toContain('share the name Grace / grace');
+    const json = await baton('token', 'list', '--json');
+    expect(json.code).toBe(0);
+    const { warnings } = JSON.parse(json.err) as { warnings: Array<{ code: string; details: { name: string; token_ids: string[] } }> };
+    const shared = warnings.filter((w) => w.code === 'token_name_shared');
+    expect(shared).toHaveLength(1);
+    expect(shared[0]?.details.token_ids.sort()).toEqual([made.token_id, twinId].sort());
+
+    expect((await baton('token', 'revoke', twinId)).code).toBe(0);
+    const after = await baton('token', 'list');
+    expect(after.code).toBe(0);
+    expect(after.err).not.toContain('share the name');
+  });
+
   it('revoke of a malformed token id is a usage error (exit 2), not not_found', async () => {
     const malformed = await baton('token', 'revoke', 'nothex', '--json');
     expect(malformed.code).toBe(2);

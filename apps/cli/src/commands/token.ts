@@ -8,12 +8,13 @@ import {
   ApiTokenStore,
   apiTokenExpired,
   parseTokenLifetime,
+  type ApiTokenInfo,
   type ApiTokenRole,
 } from '@baton/platform';
 import type { Command, ParsedArgs } from '../command';
 import { flag, parseCommandArgs, required } from '../command';
 import type { CliContext } from '../context';
-import { CliError, CliErrorCode, ExitCode, UsageError } from '../errors';
+import { CliError, CliErrorCode, CliWarningCode, ExitCode, UsageError } from '../errors';
 import { printJson, renderTable } from '../output';
 
 /**
@@ -126,6 +127,32 @@ async function revoke(args: ParsedArgs, ctx: CliContext): Promise<ExitCode> {
   return ExitCode.ok;
 }
 
+/**
+ * Warn of active tokens (not revoked, not expired) that share a name, any case: `token create`
+ * refuses a second one since names were checked, but tokens made before stay — and the name is all
+ * a recorded answer says of who answered, so their answers read as one person's. Revoke all but
+ * one, or `token create --rotate` the name.
+ */
+function warnSharedNames(ctx: CliContext, records: readonly ApiTokenInfo[], now: number): void {
+  const byName = new Map<string, ApiTokenInfo[]>();
+  for (const record of records) {
+    if (record.revoked_at !== null || apiTokenExpired(record, now)) continue;
+    const key = record.name.toLowerCase();
+    byName.set(key, [...(byName.get(key) ?? []), record]);
+  }
+  for (const shared of byName.values()) {
+    if (shared.length < 2) continue;
+    const ids = shared.map((r) => r.token_id);
+    const names = [...new Set(shared.map((r) => r.name))].join(' / ');
+    ctx.warn(
+      CliWarningCode.tokenNameShared,
+      `active tokens ${ids.join(', ')} share the name ${names}: their answers are recorded as one person's; revoke all but one, or \`baton token create --name ${shared[0]?.name ?? ''} --rotate\``,
+      undefined,
+      { name: shared[0]?.name, token_ids: ids },
+    );
+  }
+}
+
 /** The expiry `--expires-in <n><s|m|h|d|w>` or `--expires-at <ISO time>` asks for (ISO), or null (never). */
 function expiryOf(args: ParsedArgs, now: number): string | null {
   const within = args.values['expires-in'];
@@ -212,6 +239,7 @@ Options (list, revoke):
       case 'list': {
         const records = await (await tokenStore(ctx)).list();
         const now = Date.now();
+        warnSharedNames(ctx, records, now);
         if (flag(args, 'json'))
           printJson(
             ctx.io,
