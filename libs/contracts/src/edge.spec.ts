@@ -6,7 +6,7 @@ import {
   edgeAnswerForm,
   edgeApiPrefix,
   edgeBodyRefusal,
-  edgeInputRefusal,
+  readEdgeInput,
   edgeRefusalAnswer,
   edgeRefusalOf,
   EdgeRefusalReplySchema,
@@ -19,6 +19,12 @@ import {
 import { claimWithdrawnSubject } from './claim-withdrawn';
 import { MsgIds } from './msg-ids';
 import { offerDurableName } from './principal';
+
+/** Why the edge refuses an inbox message's body (what `readEdgeInput` says), or null when its consumer would take it. */
+const refusalOf = (...args: Parameters<typeof readEdgeInput>) => {
+  const read = readEdgeInput(...args);
+  return 'refused' in read ? read.refused : null;
+};
 
 const INBOX = 'BATON_INBOX';
 const durable = offerDurableName('acme', 'support');
@@ -291,14 +297,14 @@ describe('the agent edge: an inbox message its consumer would refuse is refused 
 
   it('relays a body its consumer reads, under its own id, a client`s own id or none', () => {
     for (const msgId of [MsgIds.result('acme', 'wr-1', 'r1'), 'my-own-uuid-1', undefined]) {
-      expect({ msgId, refused: edgeInputRefusal(route('result.support'), encode(result), msgId) }).toEqual({ msgId, refused: null });
+      expect({ msgId, refused: refusalOf(route('result.support'), encode(result), msgId) }).toEqual({ msgId, refused: null });
     }
     // A typed decision that breaks the contract is no refusal for a run's result (the no-action default applies).
-    expect(edgeInputRefusal(route('result.support'), encode({ ...result, decision: { nonsense: true } }), undefined)).toBeNull();
+    expect(refusalOf(route('result.support'), encode({ ...result, decision: { nonsense: true } }), undefined)).toBeNull();
     const start = { workflow_run_id: 'wr-2', project: 'acme', workflow: 'support', started_by: 'dana' };
-    expect(edgeInputRefusal(route('start'), encode(start), MsgIds.start('acme', 'wr-2'))).toBeNull();
+    expect(refusalOf(route('start'), encode(start), MsgIds.start('acme', 'wr-2'))).toBeNull();
     // A start names no agent: on the agent's own start subject too.
-    expect(edgeInputRefusal(route('start.support'), encode(start), undefined)).toBeNull();
+    expect(refusalOf(route('start.support'), encode(start), undefined)).toBeNull();
   });
 
   it('refuses what the consumer would, with its code and the fields: bytes, JSON, schema, another project or agent', () => {
@@ -312,17 +318,17 @@ describe('the agent edge: an inbox message its consumer would refuse is refused 
       ['message', { text: 'hi' }, 'schema_violation'],
     ];
     for (const [rest, body, reason] of cases) {
-      expect({ rest, body, refused: edgeInputRefusal(route(rest), encode(body), undefined)?.reason }).toEqual({ rest, body, refused: reason });
+      expect({ rest, body, refused: refusalOf(route(rest), encode(body), undefined)?.reason }).toEqual({ rest, body, refused: reason });
     }
-    expect(edgeInputRefusal(route('result.support'), new Uint8Array([0x7b, 0xff, 0xfe, 0x7d]), undefined)?.reason).toBe('invalid_utf8');
-    const extra = edgeInputRefusal(route('result.support'), encode({ ...result, colour: 'blue' }), undefined);
+    expect(refusalOf(route('result.support'), new Uint8Array([0x7b, 0xff, 0xfe, 0x7d]), undefined)?.reason).toBe('invalid_utf8');
+    const extra = refusalOf(route('result.support'), encode({ ...result, colour: 'blue' }), undefined);
     expect(extra?.issues.length).toBeGreaterThan(0);
     expect(extra?.detail).toContain('colour');
   });
 
   it('refuses an id in Baton`s form for this project and kind that is not this message`s (another run`s, another result`s): it would take that message`s id first', () => {
     for (const msgId of [MsgIds.result('acme', 'wr-other', 'r1'), MsgIds.result('acme', 'wr-1', 'r2')]) {
-      expect({ msgId, refused: edgeInputRefusal(route('result.support'), encode(result), msgId) }).toEqual({
+      expect({ msgId, refused: refusalOf(route('result.support'), encode(result), msgId) }).toEqual({
         msgId,
         refused: { reason: 'msg_id_mismatch', detail: expect.stringContaining(MsgIds.result('acme', 'wr-1', 'r1')), issues: [] },
       });

@@ -145,7 +145,7 @@ export const EDGE_PULL_LIMITS = { maxBatch: 1_000, maxExpiresNs: 300e9, minHeart
  * 500 ms, ns) and `no_wait` — a 1 ns heartbeat had the server send thousands of messages a second
  * for one request; `CONSUMER.INFO` has no body; an acknowledgement is `+ACK` (or empty), `-NAK`
  * with an optional `{"delay": ns}`, `+WPI` or `+TERM` with an optional reason — never `+NXT`, a
- * pull in disguise. Inputs (results, starts, messages) are read by {@link edgeInputRefusal}. Returns
+ * pull in disguise. Inputs (results, starts, messages) are read by {@link readEdgeInput}. Returns
  * why not, or null.
  */
 export function edgeBodyRefusal(route: EdgeRoute, body: Uint8Array): string | null {
@@ -318,7 +318,7 @@ export function edgeRefusalAnswer(form: EdgeAnswerForm, reason: EdgeRefusalReaso
 
 export type EdgeRefusalIssue = z.infer<typeof EdgeRefusalIssueSchema>;
 
-/** Why the edge refuses an inbox message's body, as its consumer would, or null (see {@link edgeInputRefusal}). */
+/** Why the edge refuses an inbox message's body, as its consumer would, or null (see {@link readEdgeInput}). */
 export interface EdgeInputRefusal {
   reason: EdgeRefusalReason;
   detail: string;
@@ -327,15 +327,6 @@ export interface EdgeInputRefusal {
 
 /** An inbox message's body as its consumer will read it, or why the consumer would refuse it ({@link readEdgeInput}). */
 export type EdgeInput = { refused: EdgeInputRefusal } | { body: { project: string } & Record<string, unknown> };
-
-/**
- * Would the consumer of this inbox message refuse its body? The body it will read, or why not (see
- * {@link readEdgeInput}); null when it would take it.
- */
-export function edgeInputRefusal(route: Extract<EdgeRoute, { kind: 'input' }>, body: Uint8Array, msgId: string | undefined): EdgeInputRefusal | null {
-  const read = readEdgeInput(route, body, msgId);
-  return 'refused' in read ? read.refused : null;
-}
 
 /**
  * Read an inbox message's body as its consumer will. The edge reads it as its consumer does
