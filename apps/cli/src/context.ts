@@ -1,16 +1,17 @@
 import { z } from 'zod';
-import { existsSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { createEventRegistry, inboxPrefixOf, type EventRegistry, type Principal } from '@baton/contracts';
 import {
   CredentialsRefused,
   JetStreamEventStore,
   connectNats,
   credsGrantResponses,
+  deploymentDir,
   hasNatsCode,
   natsRefusedCredentials,
   principalOfCreds,
   readLocalDeployment,
+  stoppedDeployment,
   type LocalDeployment,
   type NatsHandle,
 } from '@baton/eventstore';
@@ -118,31 +119,6 @@ export interface CliContextOptions {
  */
 export function localDeployment(env: Record<string, string | undefined>): LocalDeployment | null {
   return readLocalDeployment(deploymentDir(env));
-}
-
-/** The deployment folder: BATON_NATS_DIR, else ./var/nats-auth. */
-export function deploymentDir(env: Record<string, string | undefined>): string {
-  return resolve(env['BATON_NATS_DIR'] ?? 'var/nats-auth');
-}
-
-/** The files that say a deployment folder is a deployment's (written by `baton nats-config` and `npm start`). */
-const DEPLOYMENT_MARKS = ['nats-server.conf', 'npm-start.json'] as const;
-
-/**
- * The deployment the CLI would have read through local.json, when it cannot: NATS_URL is not set,
- * the deployment folder holds a deployment (a nats-server.conf or npm-start.json), and local.json
- * is missing (npm start is not running: it removes the file when it stops) or is not one npm start
- * wrote. Null otherwise (no deployment here, local.json read, or NATS_URL set).
- */
-export function stoppedDeployment(
-  env: Record<string, string | undefined>,
-  local: LocalDeployment | null,
-): { dir: string; found: string[]; localJson: 'missing' | 'unreadable' } | null {
-  if (env['NATS_URL'] !== undefined || local !== null) return null;
-  const dir = deploymentDir(env);
-  const found = DEPLOYMENT_MARKS.filter((name) => existsSync(join(dir, name)));
-  if (found.length === 0) return null;
-  return { dir, found, localJson: existsSync(join(dir, 'local.json')) ? 'unreadable' : 'missing' };
 }
 
 /** The servers the CLI reads, each with the setting that names it. */

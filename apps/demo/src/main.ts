@@ -1,8 +1,8 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { Principals } from '@baton/contracts';
-import { credsPath, issueCreds, openDeployment, readLocalDeployment } from '@baton/eventstore';
+import { credsPath, deploymentDir, issueCreds, openDeployment, readLocalDeployment, stoppedDeployment } from '@baton/eventstore';
 import { runDemo } from '@baton/testing';
 
 /**
@@ -12,8 +12,17 @@ import { runDemo } from '@baton/testing';
  * (`baton creds agent`), so it talks to Baton exactly as an agent microservice would.
  */
 function natsAccess(prefix: string): { natsUrl: string; natsCreds?: string; agentCreds?: (agent: string) => string; apiUrl?: string } {
-  const dir = resolve(process.env['BATON_NATS_DIR'] ?? join('var', 'nats-auth'));
+  const dir = deploymentDir(process.env);
   const local = process.env['NATS_URL'] === undefined ? readLocalDeployment(dir) : null;
+  // The folder holds a deployment whose npm start is not running: the defaults may be another platform's.
+  const stopped = stoppedDeployment(process.env, local);
+  if (stopped !== null)
+    console.warn(
+      `warning (default_server_read): ${stopped.dir} holds a deployment (${stopped.found.join(', ')}) but ` +
+        `${stopped.localJson === 'missing' ? 'no local.json: npm start is not running' : 'its local.json is not one npm start wrote'}, ` +
+        `so the demo uses NATS at the default nats://127.0.0.1:4222${process.env['BATON_API_URL'] === undefined ? ' and the operator API at the default http://127.0.0.1:7100' : ''}, ` +
+        `which may be another deployment's. Start the platform (npm start), or set NATS_URL and NATS_CREDS${process.env['BATON_API_URL'] === undefined ? ' and BATON_API_URL' : ''} to the one meant`,
+    );
   if (local !== null) {
     const deployment = openDeployment(dir, prefix);
     const issued = new Map<string, string>();

@@ -9,6 +9,20 @@
 export { connectNats, credsFileReader, DEFAULT_NATS_URL, hasNatsCode, headersFrom, natsRefusedCredentials, serverSaid } from './connection';
 export { publishUnderOwnId, type OwnIdAck } from './own-id-publish';
 export type { NatsConnectOptions, NatsHandle, ServerErrorStatus } from './connection';
+export { connectionEvents, onConnectionEvent, serverErrorAbout, trackConnectionEvents } from './connection-events';
+export type {
+  ConnectionDisconnected,
+  ConnectionEnded,
+  ConnectionEvent,
+  ConnectionEventKind,
+  ConnectionEventSource,
+  ConnectionEventsOptions,
+  ConnectionListenerOptions,
+  ConnectionReconnected,
+  ConnectionReconnecting,
+  ConnectionServerError,
+  ServerErrorAbout,
+} from './connection-events';
 export { coalesceWrites, type WriteCoalescing } from './write-coalescing';
 export { skipSettledCancelErrors, type SettledRequests } from './settled-requests';
 export {
@@ -151,7 +165,7 @@ export {
   DeploymentError,
 } from './auth/deployment';
 export type { AuthDeployment, IssuedCreds, ServerConfigOptions, WrittenTrust } from './auth/deployment';
-export { readLocalDeployment, type LocalDeployment } from './auth/local-deployment';
+export { deploymentDir, readLocalDeployment, stoppedDeployment, type LocalDeployment, type StoppedDeployment } from './auth/local-deployment';
 export { readUserRecord } from './auth/user-record';
 export type { RecordedUser } from './auth/user-record';
 export { revokeUsers, usersOfPrincipal } from './auth/revoke';

@@ -1,5 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 
 /**
  * What `npm start` writes to `<deployment folder>/local.json` for the platform it runs: the
@@ -41,4 +41,36 @@ export function readLocalDeployment(dir: string): LocalDeployment | null {
   } catch {
     return null;
   }
+}
+
+/** The deployment folder: BATON_NATS_DIR, else ./var/nats-auth (relative to the working directory). */
+export function deploymentDir(env: Readonly<Record<string, string | undefined>>): string {
+  return resolve(env['BATON_NATS_DIR'] ?? join('var', 'nats-auth'));
+}
+
+/** The files that say a deployment folder is a deployment's (written by `baton nats-config` and `npm start`). */
+const DEPLOYMENT_MARKS = ['nats-server.conf', 'npm-start.json'] as const;
+
+/** A deployment folder whose platform is not running, as {@link stoppedDeployment} finds it. */
+export interface StoppedDeployment {
+  dir: string;
+  /** The files that say it is a deployment's. */
+  found: string[];
+  /** Its local.json is gone (npm start removes it when it stops), or is not one npm start wrote. */
+  localJson: 'missing' | 'unreadable';
+}
+
+/**
+ * The deployment a client (the CLI, `npm run demo`) would have reached through local.json, when it
+ * cannot: NATS_URL is not set, the deployment folder holds a deployment (a nats-server.conf or
+ * npm-start.json), and local.json is missing or is not one npm start wrote. The client then falls
+ * back to its built-in defaults, which may be another deployment's servers: it says so. Null
+ * otherwise (no deployment here, local.json read, or NATS_URL set).
+ */
+export function stoppedDeployment(env: Readonly<Record<string, string | undefined>>, local: LocalDeployment | null): StoppedDeployment | null {
+  if (env['NATS_URL'] !== undefined || local !== null) return null;
+  const dir = deploymentDir(env);
+  const found = DEPLOYMENT_MARKS.filter((name) => existsSync(join(dir, name)));
+  if (found.length === 0) return null;
+  return { dir, found, localJson: existsSync(join(dir, 'local.json')) ? 'unreadable' : 'missing' };
 }
