@@ -255,6 +255,13 @@ describe('handoff meshes through the router and the ledger (real NATS)', () => {
     const [ignored] = await waitMesh(id, 'mesh.handoff_ignored');
     expect(ignored).toMatchObject({ agent: 'billing', tool: 'handoff_to_tech', reason: 'not_granted' });
     expect((await meshEvents(id)).some((e) => e.type === 'mesh.completed')).toBe(false);
+    // The cap is Baton's rule: its stop and notice speak for the router, origin engine_fallback; the turn that hit it is billing's.
+    const who = (await meshEvents(id)).map((e) => [e.type, e.actor, e.origin]);
+    expect(who.slice(-3)).toEqual([
+      ['mesh.turn_recorded', 'billing', 'agent'],
+      ['mesh.stopped', 'baton-router', 'engine_fallback'],
+      ['mesh.notice_emitted', 'baton-router', 'engine_fallback'],
+    ]);
   }, 30_000);
 
   /** Ping-pong triage ⇄ billing until the cap (4) stops the mesh; returns the stop packet's id. */

@@ -12,6 +12,7 @@ import {
 } from '@baton/contracts';
 import { checkResultClaim, recordsSameClaim, ResultClaimCode } from '../claims';
 import { accept, assertNever, Decider, DecisionResult, reject } from '../decider';
+import { ENGINE } from '../run/attribution';
 import { deriveId, deriveScopedId, MeshHandoffPrefix } from '../run/ids';
 import { buildHumanActionNotice } from '../notices';
 import { buildStop, clip, decideResume, raiseCapForm } from '../stop';
@@ -231,10 +232,12 @@ function recordTurn(command: RecordMeshTurn, state: MeshState): DecisionResult<M
     return accept(...events);
   }
   if (turn >= state.mesh.max_iterations) {
-    const stop = stopped(state, command, turn, chosen);
+    // The cap is Baton's rule, not the agent's choice: the stop and its notice speak for the router
+    // (origin `engine_fallback`), as a run's engine decisions do; the turn stays the agent's.
+    const stop: MeshEvent = { ...stopped(state, command, turn, chosen), by: ENGINE };
     events.push(stop);
     const notice = stopNotice(state, stop, d.text, now);
-    if (notice !== null) events.push(notice);
+    if (notice !== null) events.push({ ...notice, by: ENGINE });
     return accept(...events);
   }
   events.push({

@@ -8,6 +8,7 @@ import {
   type MeshDefinitionInput,
 } from '@baton/contracts';
 import { fold } from '../decider';
+import { ENGINE } from '../run/attribution';
 import { given } from '../testing/given';
 import { buildMesh, resolveHandoffCall } from './build';
 import type { MeshCommand } from './commands';
@@ -269,10 +270,12 @@ describe('mesh runs (seed 004 routing rules)', () => {
       [turn('p1', 'triage', [call('billing')]), turn('p2', 'billing', [call('triage')]), turn('p3', 'triage', [call('billing')])],
       play([start(support({ max_iterations: 4 }))]),
     );
-    const [, stopped] = given(meshDecider, events)
+    const [recorded, stopped, notice] = given(meshDecider, events)
       .when(turn('p4', 'billing', [call('triage')]))
       .thenMatch([{ type: 'mesh.turn_recorded' }, { type: 'mesh.stopped' }, { type: 'mesh.notice_emitted' }]);
     if (stopped?.type !== 'mesh.stopped') throw new Error('expected mesh.stopped');
+    // The cap is Baton's rule: the stop and its notice speak for the router (engine_fallback); the turn stays the agent's.
+    expect([recorded?.by, stopped.by, notice?.by]).toEqual([undefined, ENGINE, ENGINE]);
     expect(stopped.data).toMatchObject({ turns: 4, max_iterations: 4, refused: { from: 'billing', to: 'triage' } });
     expect(stopped.data.packet).toMatchObject({ stop: 'handoff', why: 'thrash', workflow_run_id: 'm1', agent: 'billing', goal_done: false, status: 'open' });
     expect(stopped.data.packet.tried).toEqual(['triage→billing', 'billing→triage', 'triage→billing', 'billing→triage (refused: cap)']);
