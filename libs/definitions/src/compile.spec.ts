@@ -732,7 +732,7 @@ MEMORY:
     expect(result.diagnostics.map((d) => `${d.severity}:${d.code} ${d.message}`)).toEqual([
       "warning:UNKNOWN_KEY unknown execution key 'retries' is ignored",
       "warning:UNKNOWN_KEY unknown pipeline key 'parallel' is ignored",
-      "warning:UNKNOWN_KEY unknown COMPLETE key 'THEN' is ignored",
+      "warning:UNKNOWN_KEY unknown COMPLETE key 'THEN' is ignored (did you mean 'WHEN'?)",
       "warning:UNKNOWN_KEY unknown memory key 'DEFAULT' is ignored",
     ]);
     expect(result.project).not.toBeNull();
@@ -832,10 +832,88 @@ AGENT: reviewer
     ]);
   });
 
-  it('a key a step does not have is still refused as written (SCHEMA_VIOLATION), in any spelling', () => {
+  it('a key a step does not have is still refused as written (SCHEMA_VIOLATION), in any spelling, at the key, with the known key nearest to it', () => {
     const result = compile(SNAKE.replace('human_gate: true', 'humanGat: true'));
     expect(result.project).toBeNull();
-    expect(result.diagnostics).toEqual([expect.objectContaining({ code: 'SCHEMA_VIOLATION', line: 7, message: expect.stringContaining('"humanGat"') })]);
+    expect(result.diagnostics).toEqual([
+      expect.objectContaining({
+        code: 'SCHEMA_VIOLATION',
+        line: 7,
+        column: SNAKE.split('\n')[6]!.indexOf('human_gate') + 1,
+        message: "unknown step key 'humanGat' is refused (did you mean 'humanGate'?)",
+      }),
+    ]);
+  });
+
+  it.each([
+    [
+      'a step',
+      SNAKE.replace('next: review', 'nxt: review'),
+      'nxt: review',
+      "unknown step key 'nxt' is refused (did you mean 'next'?)",
+      /A step holds only id, agent, next, terminal, human_gate/,
+    ],
+    [
+      'a mesh',
+      SNAKE.replace('max_iterations: 6', 'max_iteration: 6'),
+      'max_iteration: 6',
+      "unknown mesh key 'max_iteration' is refused (did you mean 'max_iterations'?)",
+      /A mesh holds only name, description, entry, handoffs, outputs, max_iterations/,
+    ],
+    [
+      'a mesh (camelCase)',
+      SNAKE.replace('max_iterations: 6', 'maxIteration: 6'),
+      'maxIteration: 6',
+      "unknown mesh key 'maxIteration' is refused (did you mean 'maxIterations'?)",
+      /A mesh holds only/,
+    ],
+    [
+      'a workflow',
+      SNAKE.replace('    entry: code\n', '    entry: code\n    ENTRYS: review\n'),
+      'ENTRYS',
+      "unknown workflow key 'ENTRYS' is refused (did you mean 'ENTRY'?)",
+      /A workflow holds only name, version, entry, steps/,
+    ],
+    [
+      'a step (nothing near)',
+      SNAKE.replace('next: review', 'next: review, colour: red'),
+      'colour',
+      "unknown step key 'colour' is refused",
+      /an error, not ignored/,
+    ],
+  ])(
+    'an unknown key of %s is an error naming the key and its scope, at the key, with the known key nearest to it (was the schema\'s "Unrecognized key" at the map)',
+    (_, text, marker, message, hint) => {
+      const result = compile(text);
+      expect(result.project).toBeNull();
+      const line = text.split('\n').findIndex((l) => l.includes(marker));
+      expect(result.diagnostics).toEqual([
+        {
+          file: 'loans.yaml',
+          line: line + 1,
+          column: text.split('\n')[line]!.indexOf(marker.split(':')[0]!) + 1,
+          severity: 'error',
+          code: 'SCHEMA_VIOLATION',
+          message,
+          hint: expect.stringMatching(hint),
+        },
+      ]);
+    },
+  );
+
+  it.each([
+    ['an agent', `${SNAKE}ROLEE: Reviews\n`, "unknown agent key 'ROLEE' is ignored (did you mean 'ROLE'?)"],
+    ['the header', SNAKE.replace('project: shop\n', 'project: shop\nleed: coder\n'), "unknown key 'leed' is ignored (did you mean 'lead'?)"],
+    ['a route', `${SNAKE}HANDOFF:\n  - TO: coder\n    RETRUN: true\n`, "unknown HANDOFF key 'RETRUN' is ignored (did you mean 'RETURN'?)"],
+    [
+      'a HISTORY block',
+      `${SNAKE}HANDOFF:\n  - TO: coder\n    HISTORY:\n      mode: full\n      counts: 3\n`,
+      "unknown HISTORY key 'counts' is ignored (did you mean 'count'?)",
+    ],
+  ])('an unknown key of %s stays a warning (UNKNOWN_KEY, ignored), with the known key nearest to it', (_, text, message) => {
+    const result = compile(text);
+    expect(result.diagnostics).toEqual([expect.objectContaining({ severity: 'warning', code: 'UNKNOWN_KEY', message })]);
+    expect(result.project).not.toBeNull();
   });
 
   it.each([
@@ -991,5 +1069,124 @@ describe('YAML aliases are not read: YAML_ALIAS, an error at the alias', () => {
     const result = compile(LOAN_EXAMPLE_YAML.replace('project: loans', 'project: &key loans'));
     expect(result.diagnostics).toEqual([]);
     expect(result.project).toEqual(compile(LOAN_EXAMPLE_YAML).project);
+  });
+});
+
+describe('one pass names every error it can: a value out of shape does not hide the checks that do not depend on it', () => {
+  const VALID = `project: shop
+agents:
+  - name: coder
+  - name: reviewer
+workflows:
+  - name: ship
+    version: 1
+    entry: code
+    steps:
+      - id: code
+        agent: coder
+        next: review
+        human_gate: true
+      - id: review
+        agent: reviewer
+        terminal: true
+meshes:
+  - name: pair
+    entry: coder
+    handoffs:
+      coder: [reviewer]
+      reviewer: [coder]
+---
+AGENT: writer
+HANDOFF:
+  - TO: coder
+`;
+  const at = (text: string, marker: string) => text.split('\n').findIndex((l) => l.includes(marker)) + 1;
+  const errors = (text: string) =>
+    compile(text)
+      .diagnostics.filter((d) => d.severity === 'error')
+      .map((d) => `${d.line} ${d.code} ${d.message}`)
+      .sort();
+
+  it('the definition the cases below break compiles without a diagnostic', () => {
+    expect(compile(VALID).diagnostics).toEqual([]);
+  });
+
+  it('human_gate: yes beside a step agent and a mesh target that are not on the roster: all three (was the INVALID_VALUE alone)', () => {
+    const text = VALID.replace('human_gate: true', 'human_gate: yes')
+      .replace('agent: reviewer', 'agent: reviewr')
+      .replace('reviewer: [coder]', 'reviewer: [codr]');
+    const result = compile(text);
+    expect(result.project).toBeNull();
+    expect(errors(text)).toEqual(
+      [
+        `${at(text, 'human_gate: yes')} INVALID_VALUE human_gate is true or false, not yes`,
+        `${at(text, 'agent: reviewr')} SCHEMA_VIOLATION workflows.0.steps.1.agent: agent 'reviewr' of step 'review' is not listed in the project's agents`,
+        `${at(text, 'reviewer: [codr]')} MESH_UNKNOWN_TARGET meshes.0.handoffs.reviewer.0: mesh 'pair': 'reviewer' hands off to 'codr', which is not listed in the project's agents`,
+      ].sort(),
+    );
+  });
+
+  it.each([
+    ['version: "1"', 'INVALID_VALUE version is a whole number (1, 2, …), not "1"'],
+    ['version: 0', 'SCHEMA_VIOLATION workflows.0.version: Too small: expected number to be >=1'],
+  ])('%s beside a step agent not on the roster: both (`version: "1"` was reported alone)', (version, message) => {
+    const text = VALID.replace('version: 1', version).replace('agent: reviewer', 'agent: reviewr');
+    expect(errors(text)).toEqual(
+      [
+        `${at(text, version)} ${message}`,
+        `${at(text, 'agent: reviewr')} SCHEMA_VIOLATION workflows.0.steps.1.agent: agent 'reviewr' of step 'review' is not listed in the project's agents`,
+      ].sort(),
+    );
+  });
+
+  it("a MEMORY TYPE outside its set in an agent's document beside a mesh entry not on the roster: both", () => {
+    const text = `${VALID}MEMORY:\n  - name: note\n    TYPE: banana\n`.replace('entry: coder\n    handoffs', 'entry: codr\n    handoffs');
+    expect(errors(text)).toEqual(
+      [
+        `${at(text, 'TYPE: banana')} SCHEMA_VIOLATION agents.2.memory.0.type: Invalid option: expected one of "string"|"number"|"boolean"|"object"|"list"|"any"`,
+        `${at(text, 'entry: codr')} MESH_UNKNOWN_ENTRY meshes.0.entry: mesh 'pair': entry agent 'codr' is not listed in the project's agents`,
+      ].sort(),
+    );
+  });
+
+  it("a broken value's dependants are skipped, the rest reported: a step id that is no name leaves entry and next alone, not its agent", () => {
+    // `review` cannot be read, so whether `next: review` names a step cannot be told; its agent is checked all the same.
+    const text = VALID.replace('id: review', 'id: [review]').replace('agent: reviewer', 'agent: reviewr').replace('human_gate: true', 'human_gate: yes');
+    expect(errors(text)).toEqual(
+      [
+        `${at(text, 'human_gate: yes')} INVALID_VALUE human_gate is true or false, not yes`,
+        `${at(text, 'id: [review]')} INVALID_VALUE id is a step id, not a list`,
+        `${at(text, 'agent: reviewr')} SCHEMA_VIOLATION workflows.0.steps.1.agent: agent 'reviewr' of step '["review"]' is not listed in the project's agents`,
+      ].sort(),
+    );
+    // The entry is the broken one: no "entry is not a step"; a terminal step's next is still refused.
+    const entry = VALID.replace('entry: code', 'entry: 7').replace('terminal: true', 'terminal: true\n        next: code');
+    expect(errors(entry)).toEqual(
+      [
+        `${at(entry, 'entry: 7')} INVALID_VALUE entry is the id of the step a run starts at, not 7`,
+        `${at(entry, 'next: code')} SCHEMA_VIOLATION workflows.0.steps.1.next: terminal step 'review' cannot have a next edge`,
+      ].sort(),
+    );
+  });
+
+  it('an agent that cannot be read leaves the roster unknown: no step, mesh or TO is refused for naming an agent not read, the rest is reported', () => {
+    const text = VALID.replace('  - name: coder\n', '  - name: [coder]\n')
+      .replace('human_gate: true', 'human_gate: yes')
+      .replace('reviewer: [coder]', 'reviewer: [reviewer]');
+    expect(errors(text)).toEqual(
+      [
+        `${at(text, 'name: [coder]')} INVALID_VALUE name is the agent's name, not a list`,
+        `${at(text, 'human_gate: yes')} INVALID_VALUE human_gate is true or false, not yes`,
+        `${at(text, 'reviewer: [reviewer]')} MESH_SELF_HANDOFF meshes.0.handoffs.reviewer.0: mesh 'pair': 'reviewer' may not hand off to itself; a turn that wants to keep talking simply ends without a handoff call`,
+      ].sort(),
+    );
+    // `agents: 7`: no agent of the header is read (the writer's TO coder was UNKNOWN_HANDOFF_TARGET).
+    const seven = VALID.replace('agents:\n  - name: coder\n  - name: reviewer\n', 'agents: 7\n');
+    expect(errors(seven)).toEqual([`2 INVALID_VALUE agents lists the project's agents, not 7`]);
+  });
+
+  it('publishes nothing while any error stands: the project is null', () => {
+    expect(compile(VALID.replace('human_gate: true', 'human_gate: yes')).project).toBeNull();
+    expect(compile(VALID.replace('agent: reviewer', 'agent: reviewr')).project).toBeNull();
   });
 });

@@ -1,12 +1,16 @@
 import {
+  AgentDefinitionSchema,
   DEFAULT_AUTH_VARIABLE,
   issueOwnCode,
   MAX_RETURN_DEADLINE_MS,
+  MeshDefinitionSchema,
   MeshDiagnosticCode,
   ProjectDefinitionSchema,
   RESERVED_NAME_MESSAGE,
   setOwn,
   VariableNameSchema,
+  WorkflowDefinitionSchema,
+  WorkflowStepSchema,
   type AuthProfile,
   type CompiledCondition,
   type HistoryPolicy,
@@ -28,7 +32,9 @@ import {
   type YAMLMap,
   type YAMLSeq,
 } from 'yaml';
+import type { z } from 'zod';
 import { DiagnosticCode, hasErrors, Severity, type AnyDiagnosticCode, type Diagnostic } from './diagnostics';
+import { didYouMean } from './nearest';
 
 /**
  * The definition compiler: Baton's YAML (JSON accepted) → a validated {@link CompiledProject}.
@@ -192,6 +198,17 @@ export function normalizeSeedMemoryItems(text: string): string {
   return lines.join('\n');
 }
 
+/** The keys of a project header. */
+const PROJECT_KEYS: ReadonlySet<string> = new Set([
+  'project',
+  'lead',
+  'accepts_handoffs_from',
+  'execution',
+  'agents',
+  'workflows',
+  'return_handlers',
+  'meshes',
+]);
 /**
  * The keys read from the project header only (`agents`, `workflows` and `return_handlers` are also
  * merged from a document without `project:`): in a document without `project:` one is
@@ -377,11 +394,11 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
           if (isEmpty(e.value)) continue;
           if (isMap(e.value)) readHandlers(ctx, e.value, projectHandlers);
           else wrongShape(ctx, e, 'maps handler names to their settings', HANDLERS_HINT);
-        } else if (!['project', 'lead', 'accepts_handoffs_from', 'execution', 'agents', 'workflows', 'return_handlers', 'meshes'].includes(e.key)) {
+        } else if (!PROJECT_KEYS.has(e.key)) {
           out.warn(
             ctx.pos(e.keyNode),
             DiagnosticCode.unknownKey,
-            `unknown key '${e.raw}' is ignored`,
+            `unknown key '${e.raw}' is ignored${didYouMean(e.raw, e.key, PROJECT_KEYS)}`,
             'Project keys: project, lead, accepts_handoffs_from, execution, agents, workflows, return_handlers, meshes.',
           );
         }
@@ -406,13 +423,17 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
     }
     names.set(agent.name, agent);
   }
+  // The roster is known when every agent could be read. An agent whose name could not be (`AGENT:
+  // [a]`, `agents: 7`, a document that is not YAML) may be the one a TO, a step or a mesh names:
+  // the checks that a name is on the roster are skipped until it is fixed, not reported as errors.
+  const rosterKnown = !agentsRefused && names.size > 0;
 
   const compiledAgents: Record<string, unknown>[] = [];
   const routes: PendingRoute[] = [];
   const declared = new Map<string, { memory: Set<string>; readonly: Set<string>; gather: Set<string> }>();
   const authProfiles: { agent: RawAgent; profile: AuthProfile; at: Pos }[] = [];
   for (const agent of names.values()) {
-    const compiled = compileAgent(agent, names, projectHandlers, routes);
+    const compiled = compileAgent(agent, names, projectHandlers, routes, rosterKnown);
     compiledAgents.push(compiled.agent);
     const readonly = new Set(
       ((compiled.agent['memory'] as Record<string, unknown>[] | undefined) ?? []).filter((v) => v['readonly'] === true).map((v) => String(v['name'])),
@@ -487,15 +508,18 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
   // repeat what the compiler reported already: such an issue is left out when an error stands at
   // the place it points to. Everything else is reported whatever else is wrong — a step naming no
   // agent, a reserved name, a value of the wrong shape or outside its set (a MEMORY TYPE: banana) —
-  // so one pass of `baton validate` names them all.
-  const issues = parsed.success ? [] : parsed.error.issues;
+  // so one pass of `baton validate` names them all: the cross-field checks the schema skipped for a
+  // value out of shape are run again without it ({@link crossFieldIssues}).
+  const issues = parsed.success
+    ? []
+    : [...parsed.error.issues, ...crossFieldIssues(candidate, parsed.error.issues, rosterKnown)].filter((issue) => rosterKnown || !rosterCheck(issue));
   const reportedAt = new Set(out.diagnostics.filter((d) => d.severity === 'error').map((d) => `${d.file}:${d.line}:${d.column}`));
   if (issues.length > 0) {
     const agentList = [...names.values()];
     for (const issue of issues) {
       const path = issue.path as (string | number)[];
-      // A value the compiler refused as INVALID_VALUE (left out, or passed as written): said already.
-      if (path.some((_, i) => refused.has(path.slice(0, i + 1).join('.')))) continue;
+      // A value the compiler refused as INVALID_VALUE (left out, or passed as written), or an unknown key it refused: said already.
+      if (path.some((_, i) => refused.has(path.slice(0, i + 1).join('.'))) || strictKeysIssue(issue)) continue;
       // An agent's fields are in the agent's own document, not the header (compiled in this order).
       const agent = path[0] === 'agents' && typeof path[1] === 'number' ? agentList[path[1]] : undefined;
       // An agent's name is the value of its AGENT / SUPERVISOR / name key, where the agent was read.
@@ -558,6 +582,164 @@ export function compileProject(files: readonly SourceFile[]): CompileResult {
  */
 function compilerChecked(path: readonly PropertyKey[]): boolean {
   return path.length === 5 && path[0] === 'agents' && path[2] === 'handoffs' && path[4] === 'to';
+}
+
+/**
+ * The schema's `Unrecognized key` issue on a workflow, a step or a mesh: the compiler has reported
+ * each such key at the key itself ({@link normalizedMap}), in a scope that holds the contract's keys.
+ */
+function strictKeysIssue(issue: z.core.$ZodIssue): boolean {
+  if (issue.code !== 'unrecognized_keys') return false;
+  const path = issue.path;
+  return (path.length === 2 && (path[0] === 'workflows' || path[0] === 'meshes')) || (path.length === 4 && path[0] === 'workflows' && path[2] === 'steps');
+}
+
+/**
+ * The schema's checks that a name is on the project's roster: a step's agent, a mesh's entry,
+ * agents, targets and outputs (a TO is the compiler's own, {@link compilerChecked}). Skipped while
+ * an agent could not be read (see `rosterKnown` in {@link compileProject}).
+ */
+function rosterCheck(issue: z.core.$ZodIssue): boolean {
+  if (issue.code !== 'custom') return false;
+  const path = issue.path;
+  if (path.length === 5 && path[0] === 'workflows' && path[2] === 'steps' && path[4] === 'agent') return true;
+  const own = issueOwnCode(issue);
+  return (
+    own === MeshDiagnosticCode.unknownEntry ||
+    own === MeshDiagnosticCode.unknownAgent ||
+    own === MeshDiagnosticCode.unknownTarget ||
+    own === MeshDiagnosticCode.unknownOutput
+  );
+}
+
+/** A placeholder's name: an agent name's rules, and `__…__` so that no placeholder is the start of another. */
+const PLACEHOLDER = /__unreadable_\d+__/g;
+
+/**
+ * The schema's cross-field checks (its refinements: a step's agent on the roster, `entry` and every
+ * `next` naming a step, unique step ids, workflow versions and mesh names, the mesh build checks)
+ * that it did not run on `candidate`. Zod runs an object's refinements only when every field of it
+ * parsed: one value out of shape — a `human_gate: yes`, a `version: "1"`, a `TYPE: banana` — and
+ * the project's own checks are skipped, every typo beside it unreported until it is fixed.
+ *
+ * So the checks run again on the candidate's skeleton: only what they read (agent names; each
+ * workflow's name, version, entry and steps' id, agent, next and terminal; each mesh's name, entry,
+ * handoffs and outputs), each value kept when its own schema takes it, else replaced by a
+ * placeholder that the schema takes. A check of a placeholder is the broken value's dependant and
+ * is left out: an issue at or under a replaced value's path, and, while a workflow's step ids are
+ * not all readable, whether its `entry` and its `next` edges name a step (a placeholder naming a
+ * step or a mesh in a message reads as the value was written). `issues` are the schema's issues on
+ * `candidate`: an issue among them is not returned again.
+ */
+function crossFieldIssues(candidate: Record<string, unknown>, issues: readonly z.core.$ZodIssue[], rosterKnown: boolean): z.core.$ZodIssue[] {
+  const replaced = new Set<string>();
+  const written = new Map<string, unknown>();
+  let count = 0;
+  const placeholder = (path: string, value: unknown): string => {
+    replaced.add(path);
+    const name = `__unreadable_${count++}__`;
+    written.set(name, value);
+    return name;
+  };
+  const takes = (schema: z.ZodType, value: unknown): boolean => schema.safeParse(value).success;
+  const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+  const name = (schema: z.ZodType, value: unknown, path: string): unknown => (takes(schema, value) ? value : placeholder(path, value));
+
+  const agents = (candidate['agents'] as Record<string, unknown>[]).map((agent, index) => ({
+    name: name(AgentDefinitionSchema.shape.name, agent['name'], `agents.${index}.name`),
+  }));
+  // No agent read: one stands in for the roster (whose checks are skipped: `rosterKnown` is false).
+  if (agents.length === 0) agents.push({ name: placeholder('agents', undefined) });
+
+  const step = WorkflowStepSchema.shape;
+  const workflow = WorkflowDefinitionSchema.shape;
+  const workflows = (candidate['workflows'] as unknown[]).map((w, wIndex) => {
+    const at = `workflows.${wIndex}`;
+    if (!isRecord(w)) return { name: placeholder(at, w), version: 1, entry: 'step', steps: [{ id: 'step', agent: agents[0]!.name }] };
+    // A version of its own: no other workflow of the name is a duplicate of it.
+    const version = takes(workflow.version, w['version']) ? w['version'] : Number.MAX_SAFE_INTEGER - wIndex;
+    let idsKnown = true;
+    const steps: Record<string, unknown>[] =
+      Array.isArray(w['steps']) && w['steps'].length > 0
+        ? w['steps'].map((s: unknown, sIndex) => {
+            const sAt = `${at}.steps.${sIndex}`;
+            if (!isRecord(s)) {
+              idsKnown = false;
+              return { id: placeholder(sAt, s), agent: agents[0]!.name };
+            }
+            if (!takes(step.id, s['id'])) idsKnown = false;
+            const next = s['next'] === undefined || takes(step.next, s['next']) ? s['next'] : (replaced.add(`${sAt}.next`), undefined);
+            return {
+              id: name(step.id, s['id'], `${sAt}.id`),
+              agent: name(step.agent, s['agent'], `${sAt}.agent`),
+              ...(next !== undefined ? { next } : {}),
+              ...(s['terminal'] === true ? { terminal: true } : {}),
+            };
+          })
+        : [{ id: placeholder(`${at}.steps`, w['steps']), agent: agents[0]!.name }];
+    if (!Array.isArray(w['steps']) || w['steps'].length === 0) idsKnown = false;
+    if (!idsKnown) {
+      // Which steps `entry` and `next` may name is not known: they name one, and a terminal step's
+      // `next` is still refused (it names the step itself).
+      for (const s of steps) {
+        if (s['next'] === undefined) continue;
+        if (s['terminal'] === true) s['next'] = s['id'];
+        else delete s['next'];
+      }
+    }
+    const entry = idsKnown && takes(workflow.entry, w['entry']) ? w['entry'] : (replaced.add(`${at}.entry`), steps[0]!['id']);
+    return { name: name(workflow.name, w['name'], `${at}.name`), version, entry, steps };
+  });
+
+  const mesh = MeshDefinitionSchema.shape;
+  const agentName = AgentDefinitionSchema.shape.name;
+  const names = (list: unknown, path: string): unknown[] | undefined => {
+    if (list === undefined) return undefined;
+    if (!Array.isArray(list)) {
+      replaced.add(path);
+      return undefined;
+    }
+    return list.map((item: unknown, index) => name(agentName, item, `${path}.${index}`));
+  };
+  const meshes = Array.isArray(candidate['meshes'])
+    ? (candidate['meshes'] as unknown[]).map((m, mIndex) => {
+        const at = `meshes.${mIndex}`;
+        if (!isRecord(m)) return { name: placeholder(at, m), entry: agents[0]!.name };
+        const handoffs: Record<string, unknown[]> = {};
+        if (isRecord(m['handoffs'])) {
+          for (const [from, targets] of Object.entries(m['handoffs'])) {
+            const fromAt = `${at}.handoffs.${from}`;
+            if (!takes(agentName, from)) replaced.add(fromAt);
+            else setOwn(handoffs, from, names(targets, fromAt) ?? []);
+          }
+        } else if (m['handoffs'] !== undefined) replaced.add(`${at}.handoffs`);
+        const outputs = names(m['outputs'], `${at}.outputs`);
+        return {
+          name: name(mesh.name, m['name'], `${at}.name`),
+          entry: name(mesh.entry, m['entry'], `${at}.entry`),
+          handoffs,
+          ...(outputs !== undefined ? { outputs } : {}),
+        };
+      })
+    : undefined;
+
+  const skeleton = ProjectDefinitionSchema.safeParse({
+    project: takes(ProjectDefinitionSchema.shape.project, candidate['project']) ? candidate['project'] : 'project',
+    agents,
+    workflows,
+    ...(meshes !== undefined ? { meshes } : {}),
+  });
+  if (skeleton.success) return [];
+  const said = new Set(issues.map((issue) => `${issue.path.join('.')} ${issue.message}`));
+  // As written: an empty value is nothing, a list or a map its JSON.
+  const shown = (value: unknown): string => (value === null || value === undefined ? '' : typeof value === 'string' ? value : JSON.stringify(value));
+  return skeleton.error.issues.flatMap((issue) => {
+    const path = issue.path.map(String);
+    if (issue.code !== 'custom' || path.some((_, i) => replaced.has(path.slice(0, i + 1).join('.')))) return [];
+    const message = issue.message.replace(PLACEHOLDER, (p) => shown(written.get(p)));
+    if (said.has(`${issue.path.join('.')} ${message}`) || (!rosterKnown && rosterCheck(issue))) return [];
+    return [{ ...issue, message }];
+  });
 }
 
 const WORKFLOW_HINT =
@@ -628,7 +810,7 @@ function readHeader(
         refused.add(`meshes.${i}`);
       });
       // A mesh's own fields are read by their normalized keys; its `handoffs` are keyed by agent names, kept as written.
-      result.meshes = (meshesE.value.items as Node[]).map((item) => (isMap(item) ? normalizedMap(ctx, item, MESH_KEYS) : item.toJSON()));
+      result.meshes = (meshesE.value.items as Node[]).map((item) => (isMap(item) ? normalizedMap(ctx, item, MESH_KEYS, 'mesh') : item.toJSON()));
     }
   }
   return result;
@@ -640,18 +822,30 @@ const MESH_KEYS: ReadonlySet<string> = new Set(['name', 'description', 'entry', 
 
 /**
  * A map of Baton's own keys as the compiled contract spells them: each key the contract knows
- * under its normalized name (`humanGate`, `HUMAN_GATE` → `human_gate`), any other as written (for
- * the schema to refuse it: `Unrecognized key`). `value` reads each entry's value (its JSON by
- * default).
+ * under its normalized name (`humanGate`, `HUMAN_GATE` → `human_gate`), any other as written. The
+ * contract holds a workflow, a step and a mesh to their keys, and so does the compiler: any other
+ * key is an error (SCHEMA_VIOLATION, at the key, naming it, its scope and the known key nearest to
+ * it — a misspelt `max_iteration` silently ignored would leave the mesh's cap at its default); the
+ * schema's own `Unrecognized key` issue on it is left out ({@link strictKeysIssue}). `value` reads
+ * each entry's value (its JSON by default).
  */
 function normalizedMap(
   ctx: FileCtx,
   map: YAMLMap,
   known: ReadonlySet<string>,
+  scope: 'workflow' | 'step' | 'mesh',
   value: (e: Entry, key: string) => unknown = (e) => (e.value === null ? null : e.value.toJSON()),
 ): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const e of fields(ctx, map)) {
+    if (!known.has(e.key)) {
+      ctx.out.error(
+        ctx.pos(e.keyNode),
+        DiagnosticCode.schemaViolation,
+        `unknown ${scope} key '${e.raw}' is refused${didYouMean(e.raw, e.key, known)}`,
+        `A ${scope} holds only ${[...known].join(', ')}: a key it does not have is an error, not ignored (unlike an agent's, a route's or the header's).`,
+      );
+    }
     const key = known.has(e.key) ? e.key : e.raw;
     setOwn(out, key, value(e, key));
   }
@@ -672,7 +866,7 @@ function readWorkflows(ctx: FileCtx, list: YAMLSeq, first: number, refused: Set<
       refused.add(path);
       return item.toJSON();
     }
-    return normalizedMap(ctx, item, WORKFLOW_KEYS, (e, key) => {
+    return normalizedMap(ctx, item, WORKFLOW_KEYS, 'workflow', (e, key) => {
       let ok = true;
       if (key === 'name') ok = nameOf(ctx, e, 'is a workflow name', 'ship-feature') !== undefined;
       else if (key === 'entry') ok = nameOf(ctx, e, 'is the id of the step a run starts at', 'code') !== undefined;
@@ -701,7 +895,7 @@ function readSteps(ctx: FileCtx, list: YAMLSeq, path: string, refused: Set<strin
       refused.add(`${path}.${index}`);
       return item.toJSON();
     }
-    return normalizedMap(ctx, item, STEP_KEYS, (e, key) => {
+    return normalizedMap(ctx, item, STEP_KEYS, 'step', (e, key) => {
       let ok = true;
       if (key === 'id') ok = nameOf(ctx, e, 'is a step id', 'code') !== undefined;
       else if (key === 'agent') ok = nameOf(ctx, e, 'is an agent of the project', 'coder') !== undefined;
@@ -936,7 +1130,7 @@ function readMemory(ctx: FileCtx, node: Node | null): { items: Record<string, un
       ctx.out.warn(
         ctx.pos(e.keyNode),
         DiagnosticCode.unknownKey,
-        `unknown memory key '${e.raw}' is ignored`,
+        `unknown memory key '${e.raw}' is ignored${didYouMean(e.raw, e.key, ['name', 'type', 'description', 'readonly'])}`,
         'Memory keys: NAME, TYPE, DESCRIPTION, READONLY.',
       );
   };
@@ -994,7 +1188,13 @@ function readMemory(ctx: FileCtx, node: Node | null): { items: Record<string, un
   if (node && isMap(node)) {
     for (const e of fields(ctx, node)) {
       if (e.key === 'session') visit(e.value, 'session');
-      else ctx.out.warn(ctx.pos(e.keyNode), DiagnosticCode.unknownKey, `unknown memory scope '${e.raw}' is ignored`, 'Baton has one memory scope: session.');
+      else
+        ctx.out.warn(
+          ctx.pos(e.keyNode),
+          DiagnosticCode.unknownKey,
+          `unknown memory scope '${e.raw}' is ignored${didYouMean(e.raw, e.key, ['session'])}`,
+          'Baton has one memory scope: session.',
+        );
     }
   } else visit(node, 'session');
   return { items, names };
@@ -1011,7 +1211,13 @@ function readGather(ctx: FileCtx, node: Node | null): { items: Record<string, un
           if (f.key === 'prompt') field['prompt'] = text(ctx, f.value, f.raw);
           else if (f.key === 'type') field['type'] = text(ctx, f.value, f.raw)?.toLowerCase();
           else if (f.key === 'required') field['required'] = flag(ctx, f.value, f.raw) === true;
-          else ctx.out.warn(ctx.pos(f.keyNode), DiagnosticCode.unknownKey, `unknown gather key '${f.raw}' is ignored`, 'Gather keys: PROMPT, TYPE, REQUIRED.');
+          else
+            ctx.out.warn(
+              ctx.pos(f.keyNode),
+              DiagnosticCode.unknownKey,
+              `unknown gather key '${f.raw}' is ignored${didYouMean(f.raw, f.key, ['prompt', 'type', 'required'])}`,
+              'Gather keys: PROMPT, TYPE, REQUIRED.',
+            );
         }
       } else if (!isEmpty(e.value)) {
         // An empty field takes the defaults; `f: 5` would silently be a field of no settings.
@@ -1109,7 +1315,7 @@ function readHandlers(ctx: FileCtx, node: YAMLMap, into: Map<string, RawHandler>
           ctx.out.warn(
             ctx.pos(h.keyNode),
             DiagnosticCode.unknownKey,
-            `unknown handler key '${h.raw}' is ignored`,
+            `unknown handler key '${h.raw}' is ignored${didYouMean(h.raw, h.key, ['resume_intent', 'resume_with', 'respond', 'map', 'set'])}`,
             'Handler keys: RESUME_INTENT, RESUME_WITH, RESPOND, MAP, SET.',
           );
       }
@@ -1188,7 +1394,7 @@ function readExecution(ctx: FileCtx, e: Entry): Record<string, unknown> | undefi
       ctx.out.warn(
         ctx.pos(x.keyNode),
         DiagnosticCode.unknownKey,
-        `unknown ${e.raw} key '${x.raw}' is ignored`,
+        `unknown ${e.raw} key '${x.raw}' is ignored${didYouMean(x.raw, x.key, ['return_deadline', 'return_deadline_ms', 'pipeline'])}`,
         `${e.raw} keys: return_deadline (or return_deadline_ms), pipeline.`,
       );
   }
@@ -1202,7 +1408,12 @@ function readPipeline(ctx: FileCtx, e: Entry, hint: string): Record<string, unkn
   const pipeline: Record<string, unknown> = {};
   for (const x of fields(ctx, e.value)) {
     if (x.key !== 'parent_return') {
-      ctx.out.warn(ctx.pos(x.keyNode), DiagnosticCode.unknownKey, `unknown pipeline key '${x.raw}' is ignored`, 'pipeline keys: parentReturn.');
+      ctx.out.warn(
+        ctx.pos(x.keyNode),
+        DiagnosticCode.unknownKey,
+        `unknown pipeline key '${x.raw}' is ignored${didYouMean(x.raw, x.key, ['parent_return'])}`,
+        'pipeline keys: parentReturn.',
+      );
       continue;
     }
     if (isEmpty(x.value)) continue;
@@ -1221,7 +1432,7 @@ function readPipeline(ctx: FileCtx, e: Entry, hint: string): Record<string, unkn
         ctx.out.warn(
           ctx.pos(s.keyNode),
           DiagnosticCode.unknownKey,
-          `unknown parentReturn key '${s.raw}' is ignored`,
+          `unknown parentReturn key '${s.raw}' is ignored${didYouMean(s.raw, s.key, ['min_confidence', 'ignore_ambiguous'])}`,
           'parentReturn keys: minConfidence, ignoreAmbiguous.',
         );
     }
@@ -1256,7 +1467,13 @@ function readComplete(ctx: FileCtx, e: Entry): Record<string, unknown>[] | undef
     for (const x of c) {
       if (x.key === 'when') when = readCondition(ctx, x.value, 'COMPLETE WHEN', x.keyNode);
       else if (x.key === 'respond') respond = text(ctx, x.value, x.raw);
-      else ctx.out.warn(ctx.pos(x.keyNode), DiagnosticCode.unknownKey, `unknown COMPLETE key '${x.raw}' is ignored`, 'COMPLETE keys: WHEN, RESPOND.');
+      else
+        ctx.out.warn(
+          ctx.pos(x.keyNode),
+          DiagnosticCode.unknownKey,
+          `unknown COMPLETE key '${x.raw}' is ignored${didYouMean(x.raw, x.key, ['when', 'respond'])}`,
+          'COMPLETE keys: WHEN, RESPOND.',
+        );
     }
     if (!c.some((x) => x.key === 'when')) readCondition(ctx, null, 'COMPLETE WHEN', item);
     if (when) conditions.push({ when, ...(respond !== undefined ? { respond } : {}) });
@@ -1269,6 +1486,7 @@ function compileAgent(
   names: ReadonlyMap<string, RawAgent>,
   projectHandlers: ReadonlyMap<string, RawHandler>,
   routes: PendingRoute[],
+  rosterKnown: boolean,
 ): { agent: Record<string, unknown>; memory: Set<string>; gather: Set<string>; auth?: { profile: AuthProfile; at: Pos } } {
   const ctx = agent.file;
   let auth: { profile: AuthProfile; at: Pos } | undefined;
@@ -1286,7 +1504,12 @@ function compileAgent(
   for (const e of es) {
     if (HEADER_KEYS_IN_AGENT.has(e.key)) continue; // HEADER_KEY_OUTSIDE_HEADER (collectAgent)
     if (!AGENT_KEYS.has(e.key)) {
-      ctx.out.warn(ctx.pos(e.keyNode), DiagnosticCode.unknownKey, `unknown agent key '${e.raw}' is ignored`, `Agent keys: ${[...AGENT_KEYS].join(', ')}.`);
+      ctx.out.warn(
+        ctx.pos(e.keyNode),
+        DiagnosticCode.unknownKey,
+        `unknown agent key '${e.raw}' is ignored${didYouMean(e.raw, e.key, AGENT_KEYS)}`,
+        `Agent keys: ${[...AGENT_KEYS].join(', ')}.`,
+      );
       continue;
     }
     switch (e.key) {
@@ -1337,7 +1560,7 @@ function compileAgent(
     } else {
       const compiled: Record<string, unknown>[] = [];
       for (const item of handoffEntry.value.items as Node[]) {
-        const route = compileRoute(ctx, agent.name, item, names, handlers, routes);
+        const route = compileRoute(ctx, agent.name, item, names, handlers, routes, rosterKnown);
         if (route) compiled.push(route);
       }
       out['handoffs'] = compiled;
@@ -1395,7 +1618,12 @@ function readAuth(ctx: FileCtx, e: Entry): { profile: AuthProfile; at: Pos } | u
         ok = false;
       }
     } else {
-      ctx.out.warn(ctx.pos(a.keyNode), DiagnosticCode.unknownKey, `unknown AUTH key '${a.raw}' is ignored`, 'AUTH keys: REQUIRED, VARIABLE.');
+      ctx.out.warn(
+        ctx.pos(a.keyNode),
+        DiagnosticCode.unknownKey,
+        `unknown AUTH key '${a.raw}' is ignored${didYouMean(a.raw, a.key, ['required', 'variable'])}`,
+        'AUTH keys: REQUIRED, VARIABLE.',
+      );
     }
   }
   return ok ? { profile, at } : undefined;
@@ -1410,6 +1638,8 @@ function compileRoute(
   names: ReadonlyMap<string, RawAgent>,
   handlers: ReadonlyMap<string, RawHandler>,
   routes: PendingRoute[],
+  /** False when an agent could not be read: a TO naming no agent read is not refused (it may be that one). */
+  rosterKnown: boolean,
 ): Record<string, unknown> | null {
   if (!isMap(item)) {
     ctx.out.error(ctx.pos(item), DiagnosticCode.invalidValue, 'a HANDOFF route is a map', 'Write `- TO: Agent`.');
@@ -1430,12 +1660,13 @@ function compileRoute(
   route['to'] = to;
   if (!names.has(to)) {
     const known = [...names.keys()].join(', ');
-    ctx.out.error(
-      ctx.pos(toE.value),
-      DiagnosticCode.unknownHandoffTarget,
-      `TO target '${to}' is not an agent of the project`,
-      `Every TO target must exist. Agents: ${known}.`,
-    );
+    if (rosterKnown)
+      ctx.out.error(
+        ctx.pos(toE.value),
+        DiagnosticCode.unknownHandoffTarget,
+        `TO target '${to}' is not an agent of the project`,
+        `Every TO target must exist. Agents: ${known}.`,
+      );
   } else if (to === from) {
     ctx.out.warn(
       ctx.pos(toE.value),
@@ -1456,7 +1687,7 @@ function compileRoute(
       ctx.out.warn(
         ctx.pos(e.keyNode),
         DiagnosticCode.unknownKey,
-        `unknown HANDOFF key '${e.raw}' is ignored`,
+        `unknown HANDOFF key '${e.raw}' is ignored${didYouMean(e.raw, e.key, ROUTE_KEYS)}`,
         `Route keys: ${[...ROUTE_KEYS].map((k) => k.toUpperCase()).join(', ')}.`,
       );
       continue;
@@ -1572,6 +1803,15 @@ function readHistory(ctx: FileCtx, node: Node | null): HistoryPolicy | undefined
       return { mode: 'full' };
     }
     const es = fields(ctx, node);
+    for (const e of es) {
+      if (e.key === 'mode' || e.key === 'count') continue;
+      ctx.out.warn(
+        ctx.pos(e.keyNode),
+        DiagnosticCode.unknownKey,
+        `unknown HISTORY key '${e.raw}' is ignored${didYouMean(e.raw, e.key, ['mode', 'count'])}`,
+        'HISTORY keys: mode, count.',
+      );
+    }
     const mode = str(es.find((e) => e.key === 'mode')?.value ?? null)?.toLowerCase();
     const count = es.find((e) => e.key === 'count')?.value;
     if (mode === 'last_n') {
@@ -1623,7 +1863,13 @@ function readContext(ctx: FileCtx, node: Node | null, route: Record<string, unkn
     if (e.raw === 'pass') route['pass'] = readPass(ctx, e.value, 'pass');
     else if (e.raw === 'summary') route['summary'] = text(ctx, e.value, 'summary');
     else if (e.raw === 'history') history = readHistory(ctx, e.value);
-    else ctx.out.warn(ctx.pos(e.keyNode), DiagnosticCode.unknownKey, `unknown CONTEXT key '${e.raw}' is ignored`, 'CONTEXT keys: pass, summary, history.');
+    else
+      ctx.out.warn(
+        ctx.pos(e.keyNode),
+        DiagnosticCode.unknownKey,
+        `unknown CONTEXT key '${e.raw}' is ignored${didYouMean(e.raw, e.raw, ['pass', 'summary', 'history'])}`,
+        'CONTEXT keys: pass, summary, history.',
+      );
   }
   return history;
 }
@@ -1745,7 +1991,7 @@ function readOnReturn(
         ctx.out.warn(
           ctx.pos(e.keyNode),
           DiagnosticCode.unknownKey,
-          `unknown ON_RETURN key '${e.raw}' is ignored`,
+          `unknown ON_RETURN key '${e.raw}' is ignored${didYouMean(e.raw, e.key, ['action', 'resume_with', 'map', 'set', 'handler'])}`,
           'ON_RETURN keys: action, resume_with, MAP, SET, handler.',
         );
     }

@@ -16,7 +16,10 @@ export const DiagnosticCode = {
   yamlAlias: 'YAML_ALIAS',
   /** A value has the wrong shape (a list where a map belongs, an unknown enum value...). */
   invalidValue: 'INVALID_VALUE',
-  /** A key Baton does not know; it is ignored. */
+  /**
+   * A key Baton does not know in the header, an agent, a route or one of their blocks; it is ignored
+   * (named with the known key nearest to it). In a workflow, a step or a mesh it is SCHEMA_VIOLATION.
+   */
   unknownKey: 'UNKNOWN_KEY',
   /** One key written twice in two spellings (`human_gate` and `humanGate`): keys are read case-insensitively, camelCase as snake_case. */
   duplicateKey: 'DUPLICATE_KEY',
@@ -62,7 +65,10 @@ export const DiagnosticCode = {
   workflowWithoutTerminal: 'WORKFLOW_WITHOUT_TERMINAL',
   /** A step with no `next` that is not terminal: an agent's `advance` there has no workflow edge, and the run holds. */
   stepWithoutNext: 'STEP_WITHOUT_NEXT',
-  /** The compiled project failed the contract schema. */
+  /**
+   * The compiled project failed the contract schema (its cross-field checks run even beside a value
+   * out of shape), or a workflow, a step or a mesh holds a key the contract does not know.
+   */
   schemaViolation: 'SCHEMA_VIOLATION',
 } as const;
 export type DiagnosticCode = (typeof DiagnosticCode)[keyof typeof DiagnosticCode];

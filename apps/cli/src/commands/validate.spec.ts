@@ -60,6 +60,63 @@ describe('baton validate', () => {
     expect(refused.out).toContain('UNKNOWN_HANDOFF_TARGET');
   });
 
+  describe('one pass names every error: human_gate: yes beside a step agent, a mesh target and a step key that are typos', () => {
+    const typos = join(dir, 'typos.yaml');
+    const text = [
+      'project: shop',
+      'agents:',
+      '  - name: coder',
+      '  - name: reviewer',
+      'workflows:',
+      '  - name: ship',
+      '    version: 1',
+      '    entry: code',
+      '    steps:',
+      '      - id: code',
+      '        agent: coder',
+      '        nxt: review',
+      '        human_gate: yes',
+      '      - id: review',
+      '        agent: reviewr',
+      '        terminal: true',
+      'meshes:',
+      '  - name: pair',
+      '    entry: coder',
+      '    handoffs:',
+      '      coder: [reviewer]',
+      '      reviewer: [codr]',
+      '',
+    ].join('\n');
+    beforeAll(() => writeFileSync(typos, text));
+
+    it('validate prints all four at once (was the INVALID_VALUE and the nxt alone, the agent and the target only once human_gate was fixed): exit 1', async () => {
+      const { code, out } = await run([typos]);
+      expect(code).toBe(1);
+      expect(out).toContain(`${typos}:12:9 error SCHEMA_VIOLATION unknown step key 'nxt' is refused (did you mean 'next'?) — A step holds only`);
+      expect(out).toContain(`${typos}:13:21 error INVALID_VALUE human_gate is true or false, not yes — `);
+      expect(out).toContain(
+        `${typos}:15:16 error SCHEMA_VIOLATION workflows.0.steps.1.agent: agent 'reviewr' of step 'review' is not listed in the project's agents — `,
+      );
+      expect(out).toContain(`${typos}:22:18 error MESH_UNKNOWN_TARGET meshes.0.handoffs.reviewer.0: mesh 'pair': 'reviewer' hands off to 'codr'`);
+      expect(out).toMatch(/^invalid: 4 error\(s\), 0 warning\(s\)$/m);
+    });
+
+    it('publish-definition refuses it before sending anything, with the same four', async () => {
+      const io = bufferedIo();
+      // Nothing listens there: had the definition been sent, the refusal would be `unavailable`.
+      const code = await main(['publish-definition', typos, '--json'], { io, env: { NATS_URL: 'nats://127.0.0.1:1', BATON_PREFIX: 'baton' } });
+      expect({ code, out: io.out() }).toEqual({ code: 1, out: '' });
+      const refusal = JSON.parse(io.err()) as { error: { code: string; details: { diagnostics: { code: string }[] } } };
+      expect(refusal.error.code).toBe('definition_invalid');
+      expect(refusal.error.details.diagnostics.map((d) => d.code).sort()).toEqual([
+        'INVALID_VALUE',
+        'MESH_UNKNOWN_TARGET',
+        'SCHEMA_VIOLATION',
+        'SCHEMA_VIOLATION',
+      ]);
+    });
+  });
+
   describe('a header value of the wrong shape (workflows: 5, lead: [1, 2], COMPLETE: true)', () => {
     const shapes = join(dir, 'shapes.yaml');
     const expected = [
