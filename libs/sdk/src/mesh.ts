@@ -191,7 +191,7 @@ export interface MeshTurnInput {
    * from this `why` / `detail` / `cap`, what the agent `tried` and the call it had pending.
    */
   stop?: AgentResult['stop'];
-  /** What the agent tried (tool or step names, trace ids): the stop packet's `tried` (the agent itself when it names nothing). */
+  /** What the agent tried: `{ name, trace_id? }` objects (a tool or step name, and the trace it ran in), whose names become the stop packet's `tried` (the agent itself when it names nothing). */
   tried?: AgentResult['tried'];
   /** The call the agent was about to make when it stopped: frozen in the packet, approved or handed on by the answer. */
   pending_tool_call?: AgentResult['pending_tool_call'];
