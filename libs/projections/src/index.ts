@@ -4,6 +4,7 @@
  * item store with cursor paging (operator inbox, stop packets), and canonical snapshots.
  */
 export { createRedis, DEFAULT_REDIS_URL, type RedisHandle } from './redis';
+export { RedisLock, type RedisLockOptions } from './redis-lock';
 export { LuaScript } from './lua';
 export {
   COMPARE_COMMAND_TIMEOUT_MS,

@@ -12,8 +12,17 @@ import {
   type NatsHandle,
   type StreamReader,
 } from '@baton/eventstore';
-import { jetStreamReplaySource, ProjectionGapError, ProjectionLostError, type BatonProjector, type EventRange, type SequencedEvent } from '@baton/projections';
+import {
+  jetStreamReplaySource,
+  ProjectionGapError,
+  ProjectionLostError,
+  type BatonProjector,
+  type EventRange,
+  type RedisLock,
+  type SequencedEvent,
+} from '@baton/projections';
 import type { JsonLogger } from '@baton/platform';
+import { carriesNotice } from './notice-publisher';
 
 /** Delay before a message that waits behind a failing earlier event is offered again, ms. */
 export const WAIT_BEHIND_MS = 1000;
@@ -41,6 +50,12 @@ export interface BatchApplierOptions {
   maxDeliver: number;
   /** Publish the human action notices among `events` (not yet applied by `notices`). */
   publishNotices: (events: readonly SequencedEvent[]) => Promise<void>;
+  /**
+   * Held across every notifier instance of the prefix while a range is applied: its notices
+   * published and its commits made by one instance at a time (see {@link ProjectionBatchApplier}).
+   * None: this applier never overlaps another (tests with one applier).
+   */
+  applyLock?: RedisLock;
   /** Called for each event of this applier's own messages once every projection has applied it. */
   onApplied: (event: SequencedEvent) => void;
   /** Called with the `notices` projection's last applied seq after each range (what is known published). */
@@ -66,6 +81,17 @@ type Decoded = { msg: ConsumedMessage; event: SequencedEvent | null; error: unkn
  * notifier instance, or waiting for redelivery) are read from the stream itself, so several
  * instances may share the consumer, each with many messages in flight, and none ever leaves a
  * hole. Whichever commits first wins; the other finds the projection moved and re-folds.
+ *
+ * Notices: a range's notices are published just before its `notices` commit (the events above what
+ * the projection has applied). Two instances applying overlapping ranges at once would each publish
+ * them, and one acting on its cache of its own last commit (not knowing the other's since) or
+ * re-folding after losing the compare-and-set would publish them again. So a range that carries a
+ * notice is applied under the `applyLock`, which the instances share through Redis, with `notices`
+ * read from Redis for it (`verified`): the holder sees what the others committed, publishes the
+ * notices of what is still unapplied, commits, and lets go; the next holder finds those events
+ * applied and publishes nothing for them. Ranges without a notice (most) take no lock and keep the
+ * cache. A notice is published twice only when an instance dies (or stalls past the lock's lease)
+ * between its publish and its commit.
  *
  * Failures: an undecodable message is dead-lettered (poison) and its sequence is applied as a
  * no-op. When a range fails, events are applied one by one to find the first that fails: the ones
@@ -152,11 +178,16 @@ export class ProjectionBatchApplier {
   }
 
   private async apply(range: EventRange): Promise<void> {
-    const results = await this.opts.projector.applyRange(range, {
-      beforeCommit: async (projection, events) => {
-        if (projection === 'notices') await this.opts.publishNotices(events);
-      },
-    });
+    // A range that carries a notice: applied under the lock, `notices` from where it stands in Redis.
+    const withNotice = range.events.some((event) => carriesNotice(event.type));
+    const applyRange = () =>
+      this.opts.projector.applyRange(range, {
+        beforeCommit: async (projection, events) => {
+          if (projection === 'notices') await this.opts.publishNotices(events);
+        },
+        ...(withNotice ? { verified: ['notices'] } : {}),
+      });
+    const results = withNotice && this.opts.applyLock ? await this.opts.applyLock.run(applyRange) : await applyRange();
     this.lost = false;
     const notices = results['notices'];
     if (notices) this.opts.onNoticesAt?.(notices.lastSeq);

@@ -23,7 +23,12 @@ function noticeHeaders(event: SequencedEvent, notice: HumanActionNotice): { head
 }
 
 /** The events that carry a human action notice: a run's, and a handoff mesh's stop notice (seed 004). */
-const NOTICE_EVENTS = new Set(['run.notice_emitted', 'mesh.notice_emitted']);
+const NOTICE_EVENTS: ReadonlySet<string> = new Set(['run.notice_emitted', 'mesh.notice_emitted']);
+
+/** Does an event of this type carry a human action notice (one the notifier publishes)? */
+export function carriesNotice(type: string): boolean {
+  return NOTICE_EVENTS.has(type);
+}
 
 /**
  * Publishes human action notices on `<prefix>.notice.<project>` (core NATS) as their

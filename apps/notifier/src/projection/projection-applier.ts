@@ -5,6 +5,7 @@ import {
   eventsStreamMark,
   jetStreamReplaySource,
   noticesPublishedThrough,
+  RedisLock,
   RebuildAbortedError,
   type BatonProjector,
   type EnsureCurrentOptions,
@@ -23,6 +24,11 @@ export const PROJECTION_MAX_ACK_PENDING = 1024;
 export const PROJECTION_IN_FLIGHT = 512;
 /** Most events applied as one range. */
 export const PROJECTION_BATCH = 256;
+/** How long the apply lock holds without renewal: a notifier that dies holding it frees it after this, ms. */
+export const APPLY_LOCK_TTL_MS = 10_000;
+
+/** The Redis key of the lock the notifier instances of `prefix` apply ranges under (outside the projections' keyspace). */
+export const applyLockKey = (prefix: string) => `${prefix}:notifier:apply-lock`;
 
 /**
  * Keeps the Redis projections up to date with the events stream.
@@ -108,6 +114,10 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
       stream,
       prefix,
       maxDeliver: config.BATON_MAX_DELIVER,
+      // One instance at a time applies a range (its notices published once): see ProjectionBatchApplier.
+      ...(this.runtime.redis
+        ? { applyLock: new RedisLock(this.runtime.redis.client, applyLockKey(prefix), { ttlMs: APPLY_LOCK_TTL_MS, signal: this.shutdown.signal }) }
+        : {}),
       publishNotices: async (events) => {
         await this.notices.publishUnapplied(events);
         this.noticesThrough = Math.max(this.noticesThrough, events.at(-1)?.seq ?? 0);

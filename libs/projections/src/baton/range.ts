@@ -25,6 +25,14 @@ export interface RangeHooks {
    * record). Runs again if the commit has to be retried.
    */
   beforeCommit?: (projection: string, events: readonly SequencedEvent[]) => Promise<void>;
+  /**
+   * Projections whose `beforeCommit` acts outside Redis (publishes notices): their events to commit
+   * are taken from where the projection stands in Redis, read for this range, never from this
+   * applier's cache of its own last commit — another applier may have committed since, and its
+   * events must not be acted on twice. The others keep the cache (their commit's compare-and-set
+   * catches a stale one, and nothing outside Redis happened).
+   */
+  verified?: readonly string[];
 }
 
 export interface RangeApplyResult {
@@ -126,7 +134,8 @@ export class RangeFold {
       // the range (one notifier, or the other's commits interleaving rarely): nothing to read. The
       // commit's compare-and-set still checks the projection stands there; if another applier
       // moved it, the commit writes nothing and the next attempt reads.
-      const trusted = attempt === 0 && first.length === 0 && this.validAt !== null && this.validAt.lastSeq === range.fromSeq - 1;
+      const trusted =
+        attempt === 0 && first.length === 0 && this.validAt !== null && this.validAt.lastSeq === range.fromSeq - 1 && !hooks?.verified?.includes(fp.name);
       const loaded = trusted && this.validAt !== null ? { ...this.validAt, values: [] } : await this.store.load(fp.name, first);
       if (loaded.generation === null && range.fromSeq > 1) throw new ProjectionLostError(fp.name, range.fromSeq);
       if (loaded.lastSeq >= range.toSeq) return { projection: fp.name, status: 'current', lastSeq: loaded.lastSeq, events: 0, retries };
