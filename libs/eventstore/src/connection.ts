@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { connect, credsAuthenticator, headers as natsHeaders, type JetStreamClient, type JetStreamManager, type MsgHdrs, type NatsConnection } from 'nats';
 import { inboxParts } from '@baton/contracts';
 import { decodeJwtClaims, jwtOfCreds } from './auth/jwt';
+import { hasNatsCode, natsRefusedCredentials, onConnectionEvent } from './connection-events';
 import { ConnectionClosed, CredentialsRefused, PermissionDenied, type ConnectionCloseReason } from './errors';
 import { skipSettledCancelErrors } from './settled-requests';
 import { patternWithin } from './subject-patterns';
@@ -21,8 +22,15 @@ export interface NatsConnectOptions {
    * credentialed connection, which says nothing about how long a request should wait.
    */
   connectTimeoutMs?: number;
-  /** Keep reconnecting forever (default true). Tests pass false to fail fast. */
+  /** Reconnect when the connection drops (default true). Tests pass false to fail fast. */
   reconnect?: boolean;
+  /**
+   * How many times in a row the client dials each server after the connection dropped before it
+   * gives up on it (default -1: without limit, the services' and agents' way; else a whole number
+   * from 1, `RangeError` before connecting). Once every server is given up on the connection closes
+   * for good: `closed` resolves with a {@link ConnectionClosed}, reason `reconnects_exhausted`.
+   */
+  maxReconnectAttempts?: number;
   user?: string;
   pass?: string;
   token?: string;
@@ -77,6 +85,9 @@ export interface NatsHandle {
   readonly closed: Promise<void | ConnectionClosed>;
 }
 
+// The server's errors, read from the client's status events (kept with the connection events; named here as before).
+export { hasNatsCode, natsRefusedCredentials, serverSaid, type ServerErrorStatus } from './connection-events';
+
 export const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
 export const DEFAULT_CONNECT_TIMEOUT_MS = 20_000;
 
@@ -120,31 +131,6 @@ function checkInboxAllowed(creds: Uint8Array, inboxPrefix: string): void {
   });
 }
 
-/**
- * The NATS client's codes for a server that was reached and would not let these credentials in
- * (or a credentials file the client could not use): retrying changes nothing, other credentials do.
- */
-const NATS_AUTH_CODES: ReadonlySet<string> = new Set([
-  'AUTHORIZATION_VIOLATION',
-  'AUTHENTICATION_EXPIRED',
-  'ACCOUNT_EXPIRED',
-  'BAD_AUTHENTICATION',
-  'BAD_CREDS',
-]);
-
-/** Whether a connection failure (or what it wraps) is NATS refusing the credentials. */
-export function natsRefusedCredentials(error: unknown): boolean {
-  return [...NATS_AUTH_CODES].some((code) => hasNatsCode(error, code));
-}
-
-/** Whether `error`, or an error it wraps, carries the NATS client's `code`. */
-export function hasNatsCode(error: unknown, code: string): boolean {
-  for (let e = error, depth = 0; typeof e === 'object' && e !== null && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
-    if ((e as { code?: unknown }).code === code) return true;
-  }
-  return false;
-}
-
 /** A credentials file's two blocks, as the NATS client reads them (`credsAuthenticator`). */
 const CREDS_BLOCK = /\s*(?:(?:[-]{3,}[^\n]*[-]{3,}\n)(.+)(?:\n\s*[-]{3,}[^\n]*[-]{3,}\n))/gi;
 
@@ -186,30 +172,6 @@ interface CredentialsNews {
   said: string | null;
 }
 
-/** A client status event as `serverSaid` reads it: the client's code, and what nats.js 2.x adds to a permissions violation. */
-export interface ServerErrorStatus {
-  data: unknown;
-  permissionContext?: { operation?: string; subject?: string; queue?: string };
-}
-
-/**
- * What the server said in an `-ERR` ("User Authentication Revoked", "Permissions Violation for
- * Publish to …"): a status event of the client carries only its own code (`NATS_PROTOCOL_ERR`,
- * `PERMISSIONS_VIOLATION`). A permissions violation's subject is on the status; any other error's
- * text is the protocol's last error — an internal field of nats.js 2.x, read when it is this
- * error's (the client sets it just after the status); else the code the status carried.
- */
-export function serverSaid(connection: NatsConnection, status: ServerErrorStatus): string {
-  const code = String(status.data);
-  const context = status.permissionContext;
-  if (context?.subject !== undefined) {
-    const operation = context.operation === 'subscription' ? 'Subscription' : 'Publish';
-    return `Permissions Violation for ${operation} to "${context.subject}"${context.queue !== undefined ? ` using queue "${context.queue}"` : ''}`;
-  }
-  const last = (connection as unknown as { protocol?: { lastError?: unknown } }).protocol?.lastError;
-  return last instanceof Error && (last as { code?: unknown }).code === code ? last.message : code;
-}
-
 /** The typed form of the error the NATS client closed a connection with, or undefined for a close on purpose. */
 function closedBy(error: Error | void, news: CredentialsNews, credsFile: string | null): ConnectionClosed | undefined {
   if (!(error instanceof Error)) return undefined;
@@ -249,6 +211,10 @@ function closedBy(error: Error | void, news: CredentialsNews, credsFile: string 
  */
 export async function connectNats(opts: NatsConnectOptions = {}): Promise<NatsHandle> {
   const servers = opts.servers ?? process.env['NATS_URL'] ?? DEFAULT_NATS_URL;
+  const attempts = opts.maxReconnectAttempts;
+  if (attempts !== undefined && attempts !== -1 && !(Number.isInteger(attempts) && attempts >= 1)) {
+    throw new RangeError(`maxReconnectAttempts must be -1 (without limit) or a whole number from 1 (got ${String(attempts)})`);
+  }
   const timeout = opts.timeoutMs ?? 5000;
   let authenticator: ReturnType<typeof credsAuthenticator> | undefined;
   if (opts.credsFile !== undefined) {
@@ -269,7 +235,7 @@ export async function connectNats(opts: NatsConnectOptions = {}): Promise<NatsHa
     name: opts.name,
     timeout: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
     reconnect: opts.reconnect ?? true,
-    maxReconnectAttempts: -1,
+    maxReconnectAttempts: opts.maxReconnectAttempts ?? -1,
     ...(opts.pingIntervalMs !== undefined ? { pingInterval: opts.pingIntervalMs, maxPingOut: 2 } : {}),
     // Without this the client captures a stack trace (an Error and a timeout NatsError) for every
     // request and acked publish: about a tenth of a service's CPU under load. Errors keep their
@@ -286,18 +252,16 @@ export async function connectNats(opts: NatsConnectOptions = {}): Promise<NatsHa
   // longer tells. The status only carries the client's code (NATS_PROTOCOL_ERR for "User
   // Authentication Revoked"); the server's text is the protocol's last error, read when there is
   // one (an internal field of nats.js 2.x: without it the close is credentials_refused). A
-  // reconnect that succeeds forgets it.
+  // reconnect that succeeds forgets it. Read from the connection's events, which are read from
+  // now on: an outage that begins before anyone listens is still known to a listener that comes later.
   const news: CredentialsNews = { revoked: false, expired: false, said: null };
-  void (async () => {
-    for await (const status of connection.status()) {
-      if (status.type === 'error') {
-        const said = serverSaid(connection, status);
-        if (/revoked/i.test(said)) Object.assign(news, { revoked: true, said });
-        else if (/expired/i.test(said)) Object.assign(news, { expired: true, said });
-      } else if (status.type === 'reconnect') Object.assign(news, { revoked: false, expired: false, said: null });
-    }
-  })().catch(() => undefined);
   const closed = connection.closed().then((error) => closedBy(error, news, opts.credsFile ?? null));
+  onConnectionEvent({ connection, closed }, (event) => {
+    if (event.kind === 'server_error') {
+      if (/revoked/i.test(event.said)) Object.assign(news, { revoked: true, said: event.said });
+      else if (/expired/i.test(event.said)) Object.assign(news, { expired: true, said: event.said });
+    } else if (event.kind === 'reconnected') Object.assign(news, { revoked: false, expired: false, said: null });
+  });
   if (opts.coalesceWrites ?? true) coalesceWrites(connection);
   skipSettledCancelErrors();
   let jsm: JetStreamManager;

@@ -9,6 +9,7 @@
 export { connectNats, credsFileReader, DEFAULT_NATS_URL, hasNatsCode, headersFrom, natsRefusedCredentials, serverSaid } from './connection';
 export { publishUnderOwnId, type OwnIdAck } from './own-id-publish';
 export type { NatsConnectOptions, NatsHandle, ServerErrorStatus } from './connection';
+export { connectionEvents, onConnectionEvent, serverErrorAbout } from './connection-events';
 export { coalesceWrites, type WriteCoalescing } from './write-coalescing';
 export { skipSettledCancelErrors, type SettledRequests } from './settled-requests';
 export {

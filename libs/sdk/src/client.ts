@@ -29,6 +29,7 @@ import {
   EventStoreError,
   LedgerClient,
   connectNats as connectToNats,
+  connectionEvents,
   CredentialsRefused,
   decodeJwtClaims,
   hasNatsCode,
@@ -39,10 +40,13 @@ import {
   jwtOfCreds,
   natsRefusedCredentials,
   hopTraceHeaders,
+  onConnectionEvent,
   PermissionDenied,
   principalOfCreds,
   runConsumer,
   traceHeaders,
+  type ConnectionEvent,
+  type ConnectionEventsOptions,
   type HopTrace,
   type NatsConnectOptions,
   type NatsHandle,
@@ -118,6 +122,15 @@ export interface BatonClientOptions {
    * handle opened otherwise, reaches the streams directly).
    */
   edge?: boolean;
+  /**
+   * Told of every event of this client's connection, from the moment the client exists (see
+   * {@link BatonAgent.connectionEvents} for the events): `disconnected`, `reconnecting`,
+   * `reconnected`, `server_error`, and last `closed`. Called synchronously as each happens; a
+   * listener that throws (or returns a promise that rejects) is reported with `console.error` and
+   * breaks nothing — not the connection, not the client, not its own later calls. On a shared
+   * handle, `close()` ends the calls (the connection lives on).
+   */
+  onConnection?: (event: ConnectionEvent) => void | Promise<void>;
 }
 
 /** What JetStream answered to a publish. */
@@ -290,6 +303,21 @@ export interface BatonAgent {
    * owner of a shared handle). Its offer subscriptions stop by themselves then.
    */
   readonly closed: Promise<ConnectionClosed | undefined>;
+  /**
+   * What happens to this client's connection from now on, as an async iterator of its own (each
+   * call is another, so several consumers each read every event): `{ kind: 'disconnected', server,
+   * at }` when it drops (the client reconnects by itself), `{ kind: 'reconnecting', server, attempt,
+   * downMs, at }` at each attempt (about every 2 s), `{ kind: 'reconnected', server, downMs,
+   * attempts, at }` when it is back, `{ kind: 'server_error', natsCode, said, about, at }` for an
+   * `-ERR` of the server in its own words (`about`: `credentials_ended` — revoked or expired, the
+   * client reconnects with the credentials file as it is now; `credentials_refused` — a reconnect
+   * was refused them; `other`, e.g. a permissions violation), and last `{ kind: 'closed', error?,
+   * at }` — `error` the typed `ConnectionClosed` as {@link closed} gives it, absent for a close on
+   * purpose. The iterator ends after `closed`, on `break`, when `options.signal` aborts, or once
+   * `close()` resolved on a shared handle (whose connection lives on). Every `at` is ms since the
+   * epoch; every event is frozen. Called once the connection is closed: yields `closed` and ends.
+   */
+  connectionEvents(options?: ConnectionEventsOptions): AsyncIterableIterator<ConnectionEvent>;
   /**
    * Stop every offer subscription (as `subscription.stop(options)`: their signals aborted, waiting
    * at most `timeoutMs` for the handlers in flight), then drain the connection if the client
@@ -520,6 +548,12 @@ class NatsBatonAgent implements BatonAgent {
   private ended: { closed: ConnectionClosed | undefined } | null = null;
   /** The message ids this client published (see {@link SentMessageIds}). */
   private readonly sent: SentMessageIds;
+  /** The iterators `connectionEvents()` gave out and not yet ended: a shared handle's client ends them at `close()`. */
+  private readonly connectionReaders = new Set<AsyncIterableIterator<ConnectionEvent>>();
+  /** Ends the `onConnection` calls. */
+  private readonly stopConnectionListener: () => void;
+  /** Set once `close()` let go of a shared handle: the client reads no more of its events. */
+  private detached = false;
 
   /** Tells this client's claims from another replica's of the same agent (see the claim key in `offers.ts`). */
   private readonly instance = randomBytes(6).toString('hex');
@@ -553,6 +587,35 @@ class NatsBatonAgent implements BatonAgent {
       this.ended = { closed };
       for (const live of [...this.subscriptions.values()]) live.connectionEnded(closed);
     });
+    const onConnection = options.onConnection;
+    this.stopConnectionListener =
+      onConnection === undefined
+        ? () => undefined
+        : onConnectionEvent(nats, onConnection, {
+            onListenerError: (error, event) =>
+              console.error(`[baton sdk] onConnection threw on a ${event.kind} event: ${(error as Error)?.message ?? String(error)}`),
+          });
+  }
+
+  connectionEvents(options: ConnectionEventsOptions = {}): AsyncIterableIterator<ConnectionEvent> {
+    const inner = connectionEvents(this.nats, this.detached ? { signal: AbortSignal.abort() } : options);
+    const readers = this.connectionReaders;
+    if (!this.detached) readers.add(inner);
+    const outer: AsyncIterableIterator<ConnectionEvent> = {
+      async next() {
+        const step = await inner.next();
+        if (step.done === true) readers.delete(inner);
+        return step;
+      },
+      async return() {
+        readers.delete(inner);
+        return inner.return?.() ?? { value: undefined, done: true };
+      },
+      [Symbol.asyncIterator]() {
+        return outer;
+      },
+    };
+    return outer;
   }
 
   async publishResult(input: AgentResultInput, trace?: HopTrace): Promise<PublishReceipt> {
@@ -746,7 +809,14 @@ class NatsBatonAgent implements BatonAgent {
     const live = [...this.subscriptions];
     const outcomes = await Promise.all(live.map(([subscription]) => subscription.stop({ timeoutMs })));
     // Handlers the stop gave up on settle nothing once the connection is drained (DeliveredMessage).
+    // Its own connection's readers hear `closed` and end; a shared one's stop reading it here.
     if (this.ownsConnection) await this.nats.drain();
+    else {
+      this.detached = true;
+      this.stopConnectionListener();
+      for (const reader of [...this.connectionReaders]) void reader.return?.();
+      this.connectionReaders.clear();
+    }
     return { unfinished: outcomes.flatMap((outcome) => outcome.unfinished) };
   }
 

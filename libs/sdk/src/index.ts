@@ -21,6 +21,18 @@ export { LedgerClient } from '@baton/eventstore';
 // One connection shared by several clients (`createBatonClient({ nats })`: `connectNats` above, which
 // connects as the agent its credentials name), and the ledger's create body.
 export type { LedgerCreateInput, NatsConnectOptions, NatsHandle } from '@baton/eventstore';
+// What happens to a client's connection (`agent.connectionEvents()`, `onConnection`).
+export type {
+  ConnectionDisconnected,
+  ConnectionEnded,
+  ConnectionEvent,
+  ConnectionEventKind,
+  ConnectionEventsOptions,
+  ConnectionReconnected,
+  ConnectionReconnecting,
+  ConnectionServerError,
+  ServerErrorAbout,
+} from '@baton/eventstore';
 // The contracts a client validates against and names its messages by (docs/schemas), and the
 // stable codes of refusals: the ledger's own, the handoff decider's, a rejected message's.
 export {

@@ -1,4 +1,4 @@
-import { natsRefusedCredentials, serverSaid, type ConnectionClosed, type NatsHandle } from '@baton/eventstore';
+import { onConnectionEvent, type ConnectionClosed, type ConnectionEventSource } from '@baton/eventstore';
 
 /** The logger calls the watch makes (a {@link JsonLogger} in a service). */
 export interface ConnectionLog {
@@ -34,9 +34,11 @@ export const CONNECTION_LINES_PER_MINUTE = 10;
  * line written carries `suppressed` (how many were left out). When the client gives up for good
  * (credentials revoked or refused on reconnect, or no reconnect allowed) and the process is not
  * stopping, an error line names the typed reason and `onClosed` runs: a service exits then, so its
- * supervisor starts it again — a process whose connection is closed can do nothing.
+ * supervisor starts it again — a process whose connection is closed can do nothing. Built on the
+ * connection's events ({@link onConnectionEvent}, libs/eventstore/src/connection-events.ts): the
+ * same events an agent reads from the SDK.
  */
-export function watchConnection(handle: Pick<NatsHandle, 'connection' | 'closed'>, log: ConnectionLog, opts: ConnectionWatchOptions): void {
+export function watchConnection(handle: ConnectionEventSource, log: ConnectionLog, opts: ConnectionWatchOptions): void {
   const now = opts.now ?? Date.now;
   const stillDownEveryMs = opts.stillDownEveryMs ?? STILL_DOWN_EVERY_MS;
   const perMinute = opts.linesPerMinute ?? CONNECTION_LINES_PER_MINUTE;
@@ -60,52 +62,57 @@ export function watchConnection(handle: Pick<NatsHandle, 'connection' | 'closed'
     log[level](message, { ...fields, ...extra });
   };
 
-  let downSince: number | null = null;
-  let attempts = 0;
+  // The outage as this watch's clock (`now`) sees it: when the still-down lines are due.
   let lastStillDown = 0;
-  void (async () => {
-    for await (const status of handle.connection.status()) {
-      if (status.type === 'disconnect') {
-        if (downSince !== null) continue;
-        downSince = now();
-        lastStillDown = downSince;
-        attempts = 0;
-        if (!opts.stopping()) limited('warn', 'NATS connection lost; reconnecting', { server: String(status.data) });
-      } else if (status.type === 'reconnecting') {
-        attempts++;
-        const at = now();
-        if (downSince !== null && at - lastStillDown >= stillDownEveryMs && !opts.stopping()) {
-          lastStillDown = at;
-          // Not rate-limited: at most one a `stillDownEveryMs`.
-          log.warn('NATS still unreachable; reconnecting', { down_ms: at - downSince, attempts, server: String(status.data) });
+  onConnectionEvent(
+    handle,
+    (event) => {
+      switch (event.kind) {
+        case 'disconnected':
+          lastStillDown = now();
+          if (!opts.stopping()) limited('warn', 'NATS connection lost; reconnecting', { server: event.server });
+          return;
+        case 'reconnecting': {
+          const at = now();
+          if (at - lastStillDown >= stillDownEveryMs && !opts.stopping()) {
+            lastStillDown = at;
+            // Not rate-limited: at most one a `stillDownEveryMs`.
+            log.warn('NATS still unreachable; reconnecting', { down_ms: event.downMs, attempts: event.attempt, server: event.server });
+          }
+          return;
         }
-      } else if (status.type === 'error') {
-        // The server's -ERR on an open connection, with its words (the status has only the client's code).
-        const said = serverSaid(handle.connection, status);
-        const fields = { nats_code: String(status.data), said };
-        if (/revoked|expired/i.test(said)) {
-          // A rotation's reload revokes the old key: the client reconnects with the file as it is now.
-          if (!opts.stopping()) limited('warn', 'NATS server ended these credentials; reconnecting with the credentials file as it is now', fields);
-        } else if (natsRefusedCredentials({ code: status.data })) {
-          // A reconnect refused: the client tries again, and gives up after two (the closed line says why).
-          if (!opts.stopping()) limited('warn', 'NATS server refused these credentials on reconnect', fields);
-        } else limited('error', `NATS server error: ${said}`, fields);
-      } else if (status.type === 'reconnect') {
-        const down = downSince === null ? null : now() - downSince;
-        downSince = null;
-        limited('info', 'NATS connection back', { server: String(status.data), down_ms: down, attempts });
-        attempts = 0;
+        case 'server_error': {
+          // The server's -ERR on an open connection, with its words (the status has only the client's code).
+          const fields = { nats_code: event.natsCode, said: event.said };
+          if (event.about === 'credentials_ended') {
+            // A rotation's reload revokes the old key: the client reconnects with the file as it is now.
+            if (!opts.stopping()) limited('warn', 'NATS server ended these credentials; reconnecting with the credentials file as it is now', fields);
+          } else if (event.about === 'credentials_refused') {
+            // A reconnect refused: the client tries again, and gives up after two (the closed line says why).
+            if (!opts.stopping()) limited('warn', 'NATS server refused these credentials on reconnect', fields);
+          } else limited('error', `NATS server error: ${event.said}`, fields);
+          return;
+        }
+        case 'reconnected':
+          limited('info', 'NATS connection back', { server: event.server, down_ms: event.downMs, attempts: event.attempts });
+          return;
+        case 'closed': {
+          const error = event.error;
+          if (error === undefined || opts.stopping()) return;
+          log.error(`NATS connection closed for good (${error.reason}): ${error.message}`, {
+            reason: error.reason,
+            nats_code: error.natsCode,
+            ...(error.credsFile !== null ? { creds_file: error.credsFile } : {}),
+          });
+          opts.onClosed(error);
+          return;
+        }
       }
-    }
-  })().catch(() => undefined);
-
-  void handle.closed.then((error) => {
-    if (error === undefined || opts.stopping()) return;
-    log.error(`NATS connection closed for good (${error.reason}): ${error.message}`, {
-      reason: error.reason,
-      nats_code: error.natsCode,
-      ...(error.credsFile !== null ? { creds_file: error.credsFile } : {}),
-    });
-    opts.onClosed(error);
-  });
+    },
+    {
+      // A throw of `stopping` or `onClosed` is said, never an unhandled rejection.
+      onListenerError: (error, event) =>
+        log.error(`NATS connection watch failed on a ${event.kind} event: ${(error as Error)?.message ?? String(error)}`, { event: event.kind }),
+    },
+  );
 }
