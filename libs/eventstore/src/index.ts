@@ -10,6 +10,19 @@ export { connectNats, credsFileReader, DEFAULT_NATS_URL, hasNatsCode, headersFro
 export { publishUnderOwnId, type OwnIdAck } from './own-id-publish';
 export type { NatsConnectOptions, NatsHandle, ServerErrorStatus } from './connection';
 export { connectionEvents, onConnectionEvent, serverErrorAbout } from './connection-events';
+export type {
+  ConnectionDisconnected,
+  ConnectionEnded,
+  ConnectionEvent,
+  ConnectionEventKind,
+  ConnectionEventSource,
+  ConnectionEventsOptions,
+  ConnectionListenerOptions,
+  ConnectionReconnected,
+  ConnectionReconnecting,
+  ConnectionServerError,
+  ServerErrorAbout,
+} from './connection-events';
 export { coalesceWrites, type WriteCoalescing } from './write-coalescing';
 export { skipSettledCancelErrors, type SettledRequests } from './settled-requests';
 export {
