@@ -8,7 +8,8 @@ import { bufferedIo } from './output';
  * page, a proxy, or another HTTP service. A 2xx is not success unless its body is the route's reply
  * (`bad_reply`); an error status without the API's error body is not a refusal by Baton, so no
  * code is made up from the status (`unavailable` for 502/503/504, else `bad_reply`), and nothing
- * that is not the API's is printed on stdout as its reply. A 401 says what to do about BATON_TOKEN.
+ * that is not the API's is printed on stdout as its reply. A 401 says what to do about BATON_TOKEN;
+ * without BATON_TOKEN nothing is sent at all.
  *
  * A real HTTP server stands in for whatever answers at BATON_API_URL; each test says how it answers.
  */
@@ -16,6 +17,8 @@ describe('baton answer / answer-hold / decide / abandon when BATON_API_URL does 
   let server: Server;
   let apiUrl: string;
   let answer: (req: IncomingMessage, res: ServerResponse) => void = () => undefined;
+  /** The requests that reached the server. */
+  let received = 0;
 
   async function baton(argv: string[], env: Record<string, string> = { BATON_TOKEN: 'bt_some' }) {
     const io = bufferedIo();
@@ -30,6 +33,7 @@ describe('baton answer / answer-hold / decide / abandon when BATON_API_URL does 
 
   beforeAll(async () => {
     server = createServer((req, res) => {
+      received += 1;
       req.resume();
       req.on('end', () => answer(req, res));
     });
@@ -112,22 +116,56 @@ describe('baton answer / answer-hold / decide / abandon when BATON_API_URL does 
     expect(JSON.parse(typed.err)).toMatchObject({ error: { code: 'handoff_not_open', details: { status: 'completed', http_status: 409 } } });
   });
 
-  it('a 401 says what to do: BATON_TOKEN unset → set it; set and refused → it is unknown, expired or revoked, make a new one with baton token create', async () => {
+  it('BATON_TOKEN unset: nothing is sent — each command says what was not sent (not "refused"), unauthenticated with details.reason missing, stdout empty with --json', async () => {
+    // Whatever answered would refuse it: the CLI must not get that far.
+    answer = reply(
+      401,
+      'application/json',
+      JSON.stringify({ error: { code: 'unauthenticated', message: 'send Authorization: Bearer <token>', issues: [], details: { reason: 'missing' } } }),
+    );
+    received = 0;
+    const cases: Array<[readonly string[], string]> = [
+      [['answer-hold', 'wr-1', '--project', 'p', '--action', 'continue'], 'the answer was not sent'],
+      [['answer', 'stop-1', '--project', 'p', '--action', 'deny'], 'the answer was not sent'],
+      [['answer', 'stop-1', '--project', 'p', '--action', 'approve'], 'stop stop-1 was not read'],
+      [['decide', 'hb-1', 'accept', '--project', 'p'], 'the decision was not sent'],
+      [['abandon', 'ho-x', '--project', 'p', '--reason', 'x'], 'the abandon was not sent'],
+      [['notice', 'redeliver', 'nt-1', '--project', 'p'], 'the redelivery of notice nt-1 was not asked for'],
+    ];
+    for (const [argv, unsent] of cases) {
+      const prose = await baton([...argv], {});
+      expect({ argv, code: prose.code, out: prose.out }).toEqual({ argv, code: 1, out: '' });
+      expect(prose.err).toContain(`${unsent}: BATON_TOKEN is not set: the operator API at ${apiUrl} needs a token`);
+      expect(prose.err).toContain('baton token create');
+      expect(prose.err).not.toContain('refused');
+      const typed = await baton([...argv, '--json'], {});
+      expect({ argv, code: typed.code, out: typed.out }).toEqual({ argv, code: 1, out: '' });
+      expect(JSON.parse(typed.err)).toEqual({
+        error: {
+          code: 'unauthenticated',
+          message: expect.stringMatching(new RegExp(`^${unsent}: BATON_TOKEN is not set`)),
+          issues: [],
+          details: { reason: 'missing' },
+        },
+      });
+    }
+    expect(received).toBe(0);
+  });
+
+  it('a 401 to a token that was sent says it is unknown, expired or revoked, and to make a new one with baton token create', async () => {
     answer = reply(
       401,
       'application/json',
       JSON.stringify({ error: { code: 'unauthenticated', message: 'send Authorization: Bearer <token> (create one with `baton token create`)', issues: [] } }),
     );
-    const unset = await baton(['abandon', 'ho-x', '--project', 'p', '--reason', 'x', '--json'], {});
-    expect(unset.code).toBe(1);
-    const unsetError = (JSON.parse(unset.err) as { error: { code: string; message: string } }).error;
-    expect(unsetError.code).toBe('unauthenticated');
-    expect(unsetError.message).toContain('BATON_TOKEN is not set');
-    expect(unsetError.message).toContain('baton token create');
     const refused = await baton(['answer', 'stop-1', '--project', 'p', '--action', 'deny']);
     expect(refused.code).toBe(1);
-    expect(refused.err).toContain(`the operator API at ${apiUrl} refused BATON_TOKEN: it is unknown there, expired or revoked`);
+    expect(refused.err).toContain(
+      `the answer was refused: unauthenticated: the operator API at ${apiUrl} refused BATON_TOKEN: it is unknown there, expired or revoked`,
+    );
     expect(refused.err).toContain('baton token create');
+    const typed = await baton(['abandon', 'ho-x', '--project', 'p', '--reason', 'x', '--json']);
+    expect(JSON.parse(typed.err)).toMatchObject({ error: { code: 'unauthenticated', details: { http_status: 401 } } });
   });
 
   it('an abandon or decision sent again with the same key (the API stored no event: events 0) says it was already applied', async () => {

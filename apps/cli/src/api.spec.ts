@@ -11,7 +11,7 @@ describe('callApi: the operator API not answering in time', () => {
   const timingOut = (async () => {
     throw new DOMException('The operation was aborted due to timeout', 'TimeoutError');
   }) as unknown as typeof fetch;
-  const ctx = () => createCliContext({ io: bufferedIo(), env: { BATON_API_URL: 'http://127.0.0.1:9' }, fetch: timingOut });
+  const ctx = () => createCliContext({ io: bufferedIo(), env: { BATON_API_URL: 'http://127.0.0.1:9', BATON_TOKEN: 'bt_test' }, fetch: timingOut });
 
   it('a POST waits longer than the server may wait for an outcome, and a timeout says it may have been carried out', async () => {
     expect(POST_TIMEOUT_MS).toBeGreaterThan(60_000);
@@ -28,7 +28,7 @@ describe('callApi: the operator API not answering in time', () => {
     const refused = (async () => {
       throw new TypeError('fetch failed');
     }) as unknown as typeof fetch;
-    const context = createCliContext({ io: bufferedIo(), env: { BATON_API_URL: 'http://127.0.0.1:9' }, fetch: refused });
+    const context = createCliContext({ io: bufferedIo(), env: { BATON_API_URL: 'http://127.0.0.1:9', BATON_TOKEN: 'bt_test' }, fetch: refused });
     await expect(callApi(context, 'GET', '/v1/inbox')).rejects.toThrow('cannot reach the operator API at http://127.0.0.1:9');
   });
 });

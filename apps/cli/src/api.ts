@@ -23,8 +23,6 @@ export interface ApiReply {
   method: 'GET' | 'POST';
   path: string;
   base: string;
-  /** Whether BATON_TOKEN was set (and so sent): a 401 says which of "set it" or "it was refused" applies. */
-  tokenSent: boolean;
 }
 
 /** How long the CLI waits for the operator API: a read, and a POST (an answer waits for its outcome on the server). */
@@ -44,15 +42,28 @@ export interface RetryKey {
   value: string;
 }
 
+/** What {@link callApi} is told beside the request: the POST's retry key, and what to say when it sends nothing. */
+export interface CallOptions {
+  retryKey?: RetryKey;
+  /**
+   * What was not done when BATON_TOKEN is unset and nothing is sent (`the answer was not sent`);
+   * default `<METHOD> <path> was not sent`.
+   */
+  unsent?: string;
+}
+
 /**
  * Call the notifier's operator API at BATON_API_URL. Resolves with any HTTP status (the caller
- * maps refusals); throws {@link CliError} only when the API cannot be reached.
+ * maps refusals); throws {@link CliError} when the API cannot be reached, and before anything is
+ * sent when BATON_TOKEN is unset ({@link missingToken}: every `/v1` route needs a token).
  */
-export async function callApi(ctx: CliContext, method: 'GET' | 'POST', path: string, body?: unknown, retryKey?: RetryKey): Promise<ApiReply> {
+export async function callApi(ctx: CliContext, method: 'GET' | 'POST', path: string, body?: unknown, options: CallOptions = {}): Promise<ApiReply> {
+  const { retryKey } = options;
   const base = ctx.config().BATON_API_URL.replace(/\/+$/, '');
+  const token = ctx.config().BATON_TOKEN;
+  if (token === undefined) throw missingToken(base, options.unsent ?? `${method} ${path} was not sent`);
   ctx.noteServer('api');
   const url = `${base}${path}`;
-  const token = ctx.config().BATON_TOKEN;
   // An answer waits for the router's decision on the server (NOTIFIER_ANSWER_WAIT_MS, at most 60 s).
   const timeoutMs = method === 'POST' ? POST_TIMEOUT_MS : GET_TIMEOUT_MS;
   let response: Response;
@@ -61,7 +72,7 @@ export async function callApi(ctx: CliContext, method: 'GET' | 'POST', path: str
       method,
       headers: {
         accept: 'application/json',
-        ...(token !== undefined ? { authorization: `Bearer ${token}` } : {}),
+        authorization: `Bearer ${token}`,
         ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
       },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
@@ -100,8 +111,19 @@ export async function callApi(ctx: CliContext, method: 'GET' | 'POST', path: str
     method,
     path,
     base,
-    tokenSent: token !== undefined,
   };
+}
+
+/**
+ * BATON_TOKEN is unset: the operator API answers every `/v1` route 401 without a token, so the CLI
+ * sends nothing and says so — `unauthenticated` (the API's code for the same case), with
+ * `details.reason` `missing` as the API would give it. `unsent` says what was not done.
+ */
+export function missingToken(base: string, unsent: string): CliError {
+  return new CliError(
+    `${unsent}: BATON_TOKEN is not set: the operator API at ${base} needs a token; set BATON_TOKEN to one an admin made with \`baton token create --role operator --project <p>\``,
+    { code: CliErrorCode.unauthenticated, details: { reason: 'missing' } },
+  );
 }
 
 /**
@@ -251,8 +273,9 @@ export function throwIfAmbiguous(reply: ApiReply, what: string, id: string): voi
 
 /**
  * The API's refusal as the command's failure: the code the API answered with, its message, issues
- * and details, and the HTTP status in `details`. A 401 says what to do: set BATON_TOKEN, or (it was
- * sent and refused: unknown, expired or revoked) get a new one. An error status whose body is not
+ * and details, and the HTTP status in `details`. A 401 says what to do: the token was sent and
+ * refused (unknown, expired or revoked; unset, nothing is sent: {@link missingToken}), so get a new
+ * one. An error status whose body is not
  * in the API's error form is not a refusal by Baton: {@link notTheApi} (`unavailable` for 502, 503
  * and 504, else `bad_reply`) — never a code made up from the status.
  */
@@ -265,9 +288,7 @@ export function apiRefusal(reply: ApiReply, what: string): CliError {
   const details = typeof error.details === 'object' && error.details !== null ? (error.details as Record<string, unknown>) : {};
   const message =
     reply.status === 401 && error.code === 'unauthenticated'
-      ? reply.tokenSent
-        ? `the operator API at ${reply.base} refused BATON_TOKEN: it is unknown there, expired or revoked (\`baton token list\` shows expiry and revocation); set BATON_TOKEN to a valid token — an admin makes one with \`baton token create\``
-        : `BATON_TOKEN is not set: the operator API at ${reply.base} needs a token; set BATON_TOKEN to one an admin made with \`baton token create --role operator --project <p>\``
+      ? `the operator API at ${reply.base} refused BATON_TOKEN: it is unknown there, expired or revoked (\`baton token list\` shows expiry and revocation); set BATON_TOKEN to a valid token — an admin makes one with \`baton token create\``
       : error.message;
   // `http_status` is the API's status; `status` stays the API's own detail when it gave one (a
   // handoff's or run's status), else the HTTP status, as it always was.
@@ -322,9 +343,8 @@ export async function postAnswer(
   json: boolean,
 ): Promise<ExitCode> {
   const reply = await callApi(ctx, 'POST', recordPath(target.kind, target.id, target.project, '/answer'), body, {
-    option: '--answer-id',
-    field: 'answer_id',
-    value: body.answer_id,
+    retryKey: { option: '--answer-id', field: 'answer_id', value: body.answer_id },
+    unsent: 'the answer was not sent',
   });
   if (!reply.ok) throwRefusal(ctx, reply, json, target.what, target.id, 'the answer was refused');
   const answered = replyOf(reply, AnswerReplyShape);
@@ -351,7 +371,10 @@ export async function postHandoffAction(
     body: Record<string, unknown>;
     key: string;
     json: boolean;
+    /** The failure's opening when the API refused it (`the decision was refused`)… */
     refused: string;
+    /** …and when nothing was sent (BATON_TOKEN unset: `the decision was not sent`). */
+    unsent: string;
   },
 ): Promise<HandoffActionReply> {
   const reply = await callApi(
@@ -359,11 +382,7 @@ export async function postHandoffAction(
     'POST',
     recordPath('handoffs', input.handoffId, input.project, `/${input.action}`),
     { ...input.body, idempotency_key: input.key },
-    {
-      option: '--key',
-      field: 'idempotency_key',
-      value: input.key,
-    },
+    { retryKey: { option: '--key', field: 'idempotency_key', value: input.key }, unsent: input.unsent },
   );
   if (!reply.ok) throwRefusal(ctx, reply, input.json, 'handoff', input.handoffId, input.refused);
   const acted = replyOf(reply, HandoffActionReplyShape);

@@ -24,7 +24,10 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
 
   async function baton(...argv: string[]) {
     const io = bufferedIo();
-    const code = await main(argv, { io, env: { NATS_URL, REDIS_URL, BATON_PREFIX: prefix, BATON_API_URL: apiUrl, BATON_OPERATOR: 'olga' } });
+    const code = await main(argv, {
+      io,
+      env: { NATS_URL, REDIS_URL, BATON_PREFIX: prefix, BATON_API_URL: apiUrl, BATON_OPERATOR: 'olga', BATON_TOKEN: 'bt_test' },
+    });
     return { code, out: io.out(), err: io.err() };
   }
 

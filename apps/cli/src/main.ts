@@ -4,7 +4,7 @@ import type { Command } from './command';
 import { createCliContext, type CliContext, type CliContextOptions } from './context';
 import { EventStoreErrorCode } from '@baton/eventstore';
 import { RedisUnavailableError } from '@baton/projections';
-import { CliError, CliErrorCode, ExitCode, UsageError, type CliIssue } from './errors';
+import { CliError, CliErrorCode, ExitCode, exitCodeOf, jetStreamTrouble, jetStreamUnavailable, UsageError, type CliIssue } from './errors';
 import { processIo, type CliIo } from './output';
 
 /** The commands under each heading of `baton help`, by name (a test holds every command to one heading). */
@@ -32,7 +32,8 @@ Environment:
   BATON_PREFIX    subject / stream / key prefix of the deployment (default baton)
   BATON_API_URL   the notifier's operator API, for answer, answer-hold, decide and abandon (default: the api
                   local.json names under npm start, else http://127.0.0.1:7100)
-  BATON_TOKEN     the operator API token answer, answer-hold, decide and abandon send
+  BATON_TOKEN     the operator API token answer, answer-hold, decide and abandon send (unset: they send
+                  nothing and fail unauthenticated)
   NATS_CREDS      this principal's NATS credentials file (default: the admin's of the local deployment,
                   named by <BATON_NATS_DIR>/local.json when npm start made it)
   BATON_NATS_DIR  the deployment folder baton nats-config and creds write, and local.json's (default var/nats-auth);
@@ -51,7 +52,8 @@ Every read command takes --json; with --json stderr holds JSON lines only: a fai
 {"error":{"code","message","issues","details"?}}, its warnings in details.warnings (a refusal's
 reply stays on stdout); a command that does not fail writes its warnings, if any, as the one line
 {"warnings":[{"code","message","details"?}]}.
-Exit codes: 0 ok, 1 failure (verify: a difference), 2 usage, 130 replay or verify stopped by Ctrl-C, SIGTERM or SIGHUP.
+Exit codes: 0 ok, 1 failure (verify: a difference), 2 usage, 69 a server did not answer (NATS, JetStream, Redis, the API:
+unavailable, jetstream_unavailable), 130 replay or verify stopped by Ctrl-C, SIGTERM or SIGHUP.
 `;
 
 /**
@@ -138,7 +140,7 @@ export async function execute(command: Command, argv: string[], ctx: CliContext)
     if (json) io.stderr.write(`${JSON.stringify({ error: failure })}\n`);
     else if (error instanceof UsageError) io.stderr.write(`baton ${command.name}: ${error.message}\n${error.showUsage ? `\n${command.help}` : ''}`);
     else io.stderr.write(`baton ${command.name}: ${failure.message}\n${failure.issues.map((issue) => `  ${issue.path}: ${issue.message}\n`).join('')}`);
-    return error instanceof UsageError ? ExitCode.usage : error instanceof CliError ? error.exitCode : ExitCode.failure;
+    return error instanceof UsageError ? ExitCode.usage : error instanceof CliError ? error.exitCode : exitCodeOf(failure.code);
   }
   const warnings = ctx.takeWarnings();
   if (json && warnings.length > 0) io.stderr.write(`${JSON.stringify({ warnings })}\n`);
@@ -173,6 +175,8 @@ export function failureOf(error: unknown): Failure {
     if (code === EventStoreErrorCode.permissionDenied) return { code, message: `${error.message}: ${USE_THE_ADMINS}`, issues: [] };
     // The NATS client's own errors (its connection closed or lost under a command, a server that went
     // away): NATS did not answer, which the CLI calls unavailable, as when it cannot connect at all.
+    // JetStream answering that it has no leader (a cluster that lost quorum) is not NATS being down.
+    if (error.name === 'NatsError' && jetStreamTrouble(error, false) === 'no_leader') return failureOf(jetStreamUnavailable(error, 'no_leader', null, 'a JetStream request'));
     if (error.name === 'NatsError' && typeof code === 'string')
       return { code: CliErrorCode.unavailable, message: `NATS: ${error.message} (${code}); is the server up, and NATS_URL right?`, issues: [] };
     // Redis stopped answering under the command (a command past REDIS_COMMAND_TIMEOUT_MS, the

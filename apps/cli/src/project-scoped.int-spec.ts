@@ -90,7 +90,10 @@ describe('the baton command addresses runs and handoffs by project and id (real 
 
   async function batonWith(env: Record<string, string>, ...argv: string[]) {
     const io = bufferedIo();
-    const code = await main(argv, { io, env: { NATS_URL, REDIS_URL, BATON_PREFIX: prefix, BATON_API_URL: apiUrl, BATON_OPERATOR: 'olga', ...env } });
+    const code = await main(argv, {
+      io,
+      env: { NATS_URL, REDIS_URL, BATON_PREFIX: prefix, BATON_API_URL: apiUrl, BATON_OPERATOR: 'olga', BATON_TOKEN: 'bt_test', ...env },
+    });
     return { code, out: io.out(), err: io.err() };
   }
 

@@ -102,4 +102,35 @@ describe('baton run: waiting parents, routes with rule and reason, declared and 
     // As of run.started only: nobody waits yet and nothing was routed.
     expect(first.run).toMatchObject({ waiting_parents: [], routes: [], declared_variables: {}, unset_declared_variables: ['annual_income'] });
   });
+
+  it("a refused operator answer's line names the person who answered (as its actor column does), not the role word", async () => {
+    const store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
+    const now = '2026-02-01T10:05:00.000Z';
+    // As the router records it: agent `operator` (the role word), the envelope's actor the person.
+    const command: RunCommand = {
+      type: 'reject_result',
+      data: {
+        result_id: 'race-alice',
+        agent: 'operator',
+        code: 'run_not_stopped',
+        message: 'answer race-alice by alice: run wr-loan is running',
+        refused: 'answer',
+      },
+      metadata: { now, actor: 'baton-router' },
+    };
+    const result = await store.handleCommand({ project: 'loans', kind: 'run', id: 'wr-loan' }, runDecider, command, {
+      commandId: 'answer-refused-1',
+      occurredAt: now,
+      actor: 'alice',
+      origin: 'operator',
+      causationId: 'race-alice',
+      correlationId: 'wr-loan',
+    });
+    if (!result.ok) throw new Error(result.error.code);
+    const shown = await baton('run', 'wr-loan', '--project', 'loans');
+    expect(shown.out).toMatch(/run\.result_rejected +alice +operator +answer race-alice by alice rejected \(run_not_stopped\): run wr-loan is running\n/);
+    expect(shown.out).not.toContain('from operator');
+    const json = JSON.parse((await baton('run', 'wr-loan', '--project', 'loans', '--json')).out) as { timeline: Array<{ actor: string; summary: string }> };
+    expect(json.timeline.at(-1)).toMatchObject({ actor: 'alice', summary: expect.stringMatching(/^answer race-alice by alice rejected/) });
+  });
 });

@@ -99,10 +99,31 @@ export const ProjectDefinitionSummarySchema = z.strictObject({
   publishes: z.number().int().min(1),
   lead: z.string().min(1).max(Limits.maxIdLength).nullable(),
   agents: z.array(z.string().min(1).max(Limits.maxIdLength)),
-  /** Workflow names, each once (a workflow may have several versions). */
+  /** Workflow names, each once (a workflow may have several versions): the definition in force's. */
   workflows: z.array(z.string().min(1).max(Limits.maxIdLength)),
   meshes: z.array(z.string().min(1).max(Limits.maxIdLength)),
   accepts_handoffs_from: z.array(z.string().min(1).max(Limits.maxIdLength)),
+  /**
+   * Each workflow with its versions: those of `workflows` first, in its order, then any that only
+   * earlier publishes held. Absent from summaries made before it was added (`workflows` is unchanged).
+   */
+  workflow_versions: z
+    .array(
+      z.strictObject({
+        name: z.string().min(1).max(Limits.maxIdLength),
+        /**
+         * Every version of it ever published, ascending: a run in flight may be pinned to any, and
+         * a new run may name any (`workflow_version`).
+         */
+        versions: z.array(z.number().int().min(1)).min(1),
+        /**
+         * The versions the definition in force holds, ascending (empty: it no longer holds the
+         * workflow). A new run that names no version starts on the highest.
+         */
+        in_force: z.array(z.number().int().min(1)),
+      }),
+    )
+    .optional(),
 });
 export type ProjectDefinitionSummary = z.infer<typeof ProjectDefinitionSummarySchema>;
 

@@ -46,7 +46,16 @@ Options:
     const project = given !== undefined ? projectArg(given) : undefined;
     const key = str(args, 'key') ?? `cli-${randomUUID()}`;
     const json = args.values['json'] === true;
-    const acted = await postHandoffAction(ctx, { handoffId, project, action: 'abandon', body: { reason }, key, json, refused: 'the abandon was refused' });
+    const acted = await postHandoffAction(ctx, {
+      handoffId,
+      project,
+      action: 'abandon',
+      body: { reason },
+      key,
+      json,
+      refused: 'the abandon was refused',
+      unsent: 'the abandon was not sent',
+    });
     // No event stored: this key's abandon had been applied before (a retry), as pause says `changed: false`.
     if (!json)
       ctx.io.stdout.write(

@@ -76,7 +76,7 @@ Options:
     if (pendingDigest !== undefined && pendingDigest.trim() === '') throw new UsageError('--digest needs the pending_digest of the call you approve');
     if (action.data === 'approve' && pendingDigest === undefined) {
       // Fail closed: an approval names the call a person saw. Show the frozen call, send nothing.
-      const current = await callApi(ctx, 'GET', recordPath('stops', stopId, project));
+      const current = await callApi(ctx, 'GET', recordPath('stops', stopId, project), undefined, { unsent: `stop ${stopId} was not read` });
       throwIfAmbiguous(current, 'stop packet', stopId);
       if (!current.ok) throw apiRefusal(current, `cannot read stop ${stopId}`);
       const { stop } = replyOf(current, StopReplyShape) as { stop: { status: string; pending?: PendingToolCall | null; pending_digest?: string | null } };

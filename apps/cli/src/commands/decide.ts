@@ -61,6 +61,7 @@ Options:
       key,
       json,
       refused: 'the decision was refused',
+      unsent: 'the decision was not sent',
     });
     const done = `${decision === 'accept' ? 'accepted' : 'sent back for rework'}: ${handoffId} (project ${acted.handoff.project})`;
     // No event stored: this key's decision had been applied before (a retry).

@@ -1,4 +1,4 @@
-import { ProjectControlId, ProjectIdSchema, type ProjectSummary } from '@baton/contracts';
+import { ProjectControlId, ProjectIdSchema, type ProjectDefinitionSummary, type ProjectSummary } from '@baton/contracts';
 import { isUnknownProject, projectSummaryOf } from '@baton/domain';
 import type { Command } from '../command';
 import { parseCommandArgs } from '../command';
@@ -16,6 +16,24 @@ export async function readProjectSummary(ctx: CliContext, project: string): Prom
   return projectSummaryOf(project, definitions?.events ?? [], control?.events ?? []);
 }
 
+/**
+ * The workflows line: each workflow with its versions, `ship (v1, v2)`; versions only earlier
+ * publishes held (a run in flight may be pinned to them) said apart, `ship (v2; v1 only in earlier
+ * publishes)`, and so a workflow the definition in force no longer holds; `-` for none.
+ */
+export function workflowsText(definition: ProjectDefinitionSummary): string {
+  const entries = definition.workflow_versions ?? definition.workflows.map((name) => ({ name, versions: [], in_force: [] }));
+  if (entries.length === 0) return '-';
+  const listed = (versions: readonly number[]) => versions.map((version) => `v${version}`).join(', ');
+  return entries
+    .map(({ name, versions, in_force }) => {
+      const earlier = versions.filter((version) => !in_force.includes(version));
+      const parts = [...(in_force.length > 0 ? [listed(in_force)] : []), ...(earlier.length > 0 ? [`${listed(earlier)} only in earlier publishes`] : [])];
+      return parts.length > 0 ? `${name} (${parts.join('; ')})` : name;
+    })
+    .join(', ');
+}
+
 export const projectCommand: Command = {
   name: 'project',
   summary: "a project's published definition and kill switch (active or paused: by whom, when, why)",
@@ -23,8 +41,11 @@ export const projectCommand: Command = {
 
 Show what Baton holds for a project, read from the events stream: whether a definition is
 published (when, how many times, and by whom: the admin, or the person its publish named — BATON_OPERATOR),
-its agents, workflows and meshes, the projects it accepts handoffs from, and the kill switch —
-active, or paused with the pause id, who paused it, when and why.
+its agents, workflows (each with its versions: ship (v1, v2); a version only earlier publishes
+held, which runs in flight may still be pinned to, is said apart: ship (v2; v1 only in earlier
+publishes)) and meshes, the projects it accepts handoffs from, and the kill switch — active, or
+paused with the pause id, who paused it, when and why. --json prints the summary: workflows are
+names, workflow_versions each workflow's versions ({ name, versions, in_force }).
 A project with neither is unknown to Baton: refused not_found (exit 1), as a misspelt key is.
 `,
   async run(argv, ctx) {
@@ -57,7 +78,7 @@ A project with neither is unknown to Baton: refused not_found (exit 1), as a mis
             ? {
                 lead: d.lead,
                 agents: d.agents.join(', '),
-                workflows: d.workflows.length > 0 ? d.workflows.join(', ') : '-',
+                workflows: workflowsText(d),
                 meshes: d.meshes.length > 0 ? d.meshes.join(', ') : '-',
                 'accepts from': d.accepts_handoffs_from.length > 0 ? d.accepts_handoffs_from.join(', ') : '-',
               }

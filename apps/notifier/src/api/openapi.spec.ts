@@ -72,4 +72,23 @@ describe('the OpenAPI document', () => {
       );
     }
   });
+
+  it("GET /v1/projects/{project} documents each workflow's versions (workflow_versions) beside workflows, which stays a list of names", () => {
+    type Node = { type?: string; properties?: Record<string, Node>; items?: Node; anyOf?: Node[]; required?: string[] };
+    const op = doc.paths['/v1/projects/{project}']!['get'] as unknown as { responses: Record<string, { content: Record<string, { schema: Node }> }> };
+    const project = op.responses['200']!.content['application/json']!.schema;
+    const definition = project.properties!['definition']!.anyOf!.find((branch) => branch.type === 'object')!;
+    expect(definition.properties!['workflows']).toMatchObject({ type: 'array', items: { type: 'string' } });
+    // A new field, optional: a summary without it is still the route's reply.
+    expect(definition.required).not.toContain('workflow_versions');
+    const entry = definition.properties!['workflow_versions']!.items!;
+    expect(entry).toMatchObject({
+      type: 'object',
+      properties: {
+        name: { type: 'string' },
+        versions: { type: 'array', items: { type: 'integer' } },
+        in_force: { type: 'array', items: { type: 'integer' } },
+      },
+    });
+  });
 });

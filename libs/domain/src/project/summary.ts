@@ -1,4 +1,4 @@
-import type { ProjectControlEvent, ProjectDefinition, ProjectSummary } from '@baton/contracts';
+import type { ProjectControlEvent, ProjectDefinition, ProjectDefinitionSummary, ProjectSummary } from '@baton/contracts';
 import { projectControlDecider, toProjectControlRecord } from './project-control';
 
 /** A stored event as the summary reads it. */
@@ -34,9 +34,26 @@ export function projectSummaryOf(project: string, definitionEvents: readonly Sum
             workflows: [...new Set((last.definition.workflows ?? []).map((workflow) => workflow.name))],
             meshes: (last.definition.meshes ?? []).map((mesh) => mesh.name),
             accepts_handoffs_from: last.definition.accepts_handoffs_from ?? [],
+            workflow_versions: workflowVersionsOf(published.map((event) => (event.payload as { definition: ProjectDefinition }).definition)),
           },
     control: toProjectControlRecord(project, control),
   };
+}
+
+/**
+ * Each workflow of the published definitions (oldest first, the last in force) with every version
+ * ever published and the versions the definition in force holds, both ascending: the workflows
+ * in force first, in their order, then those only earlier publishes held, in the order they came.
+ */
+function workflowVersionsOf(definitions: readonly ProjectDefinition[]): NonNullable<ProjectDefinitionSummary['workflow_versions']> {
+  const inForce = definitions.at(-1)?.workflows ?? [];
+  const names = [...new Set([...inForce, ...definitions.flatMap((definition) => definition.workflows ?? [])].map((workflow) => workflow.name))];
+  const ascending = (versions: Iterable<number>) => [...new Set(versions)].sort((a, b) => a - b);
+  return names.map((name) => ({
+    name,
+    versions: ascending(definitions.flatMap((definition) => (definition.workflows ?? []).filter((w) => w.name === name).map((w) => w.version))),
+    in_force: ascending(inForce.filter((w) => w.name === name).map((w) => w.version)),
+  }));
 }
 
 /** A project Baton knows nothing of: no definition published, never paused. */

@@ -1,5 +1,7 @@
 import type { RunEvent } from '@baton/domain';
-import { summarizeRunEvent } from './runs';
+import { runsProjection, summarizeRunEvent } from './runs';
+import { scenarioSequenced } from './scenario';
+import { storedTimelineEntry } from './stored-timeline';
 
 /** `baton run <id>` prints these summaries: seed 001's trace must read like the seed. */
 describe('run timeline summaries of returnable handoffs (seed 001)', () => {
@@ -63,7 +65,7 @@ describe('run timeline summaries of returnable handoffs (seed 001)', () => {
       },
       { type: 'run.memory_error', data: { handoffId: 'ho-1', parent: 'A', child: 'B', targets: ['x'], message: 'm', at } },
     ];
-    const lines = events.map(summarizeRunEvent);
+    const lines = events.map((event) => summarizeRunEvent(event));
     expect(lines[0]).toContain('returnExpected: true reasonCode: handoff_return_expected');
     expect(lines[1]).toContain('mappedFields: [annual_income]');
     expect(lines[2]).toContain('resume_intent Loan_Supervisor reasonCode: resume_intent');
@@ -81,7 +83,7 @@ describe('run timeline summaries of returnable handoffs (seed 001)', () => {
         },
         { type: 'run.message_received', data: { message_id: 'm1', text: 'hello?', agent: 'Offer_Agent', queued_at: at, received_at: at } },
       ] satisfies RunEvent[]
-    ).map(summarizeRunEvent);
+    ).map((event) => summarizeRunEvent(event));
     expect(lines[0]).toBe('customer message m1 queued while Offer_Agent works (1 waiting) from @sam: "hello?"');
     expect(lines[1]).toContain('outcome: success durationMs: 900 siblingIntentMs: 400');
     expect(lines[2]).toBe(`customer message m1 to Offer_Agent (queued at ${at}): "hello?"`);
@@ -118,7 +120,55 @@ describe('run timeline summaries of returnable handoffs (seed 001)', () => {
     });
     expect(summarizeRunEvent(rejected())).toBe('result x1 from issue rejected (run_not_running): run r is stopped');
     expect(summarizeRunEvent(rejected('result'))).toBe('result x1 from issue rejected (run_not_running): run r is stopped');
-    expect(summarizeRunEvent(rejected('answer', 'operator'))).toBe('answer x1 from operator rejected (run_not_running): run r is stopped');
     expect(summarizeRunEvent(rejected('message', 'customer'))).toBe('customer message x1 rejected (run_not_running): run r is stopped');
+  });
+
+  it('a refused operator answer names who answered (the event\'s actor), as an applied one says "resumed by"; the role word only when no actor is known', () => {
+    const refusal = (refused?: 'answer'): RunEvent => ({
+      type: 'run.result_rejected',
+      data: {
+        result_id: 'race-alice',
+        agent: 'operator',
+        code: 'run_not_stopped',
+        message: 'answer race-alice by alice: run wr-1 is running',
+        rejected_at: at,
+        ...(refused ? { refused } : {}),
+      },
+    });
+    // The router's message opens with the same words: said once.
+    expect(summarizeRunEvent(refusal('answer'), 'alice')).toBe('answer race-alice by alice rejected (run_not_stopped): run wr-1 is running');
+    // Recorded before refusals named their kind (agent operator): an answer all the same.
+    expect(summarizeRunEvent(refusal(), 'alice')).toBe('answer race-alice by alice rejected (run_not_stopped): run wr-1 is running');
+    expect(summarizeRunEvent(refusal('answer'))).toBe(
+      'answer race-alice by operator rejected (run_not_stopped): answer race-alice by alice: run wr-1 is running',
+    );
+    // An agent's refused result still names the agent, whoever the actor.
+    const result: RunEvent = {
+      type: 'run.result_rejected',
+      data: { result_id: 'x1', agent: 'issue', code: 'run_not_running', message: 'run r is stopped', rejected_at: at, refused: 'result' },
+    };
+    expect(summarizeRunEvent(result, 'baton-router')).toBe('result x1 from issue rejected (run_not_running): run r is stopped');
+  });
+
+  it("the runs projection's timeline and the timeline read from the stream both name the person a refused answer's event records", () => {
+    const event = scenarioSequenced(
+      {
+        aggregate: 'run',
+        id: 'wr-1',
+        actor: 'alice',
+        origin: 'operator',
+        occurredAt: at,
+        event: {
+          type: 'run.result_rejected',
+          data: { result_id: 'race-alice', agent: 'operator', code: 'run_not_stopped', message: 'run wr-1 is running', rejected_at: at, refused: 'answer' },
+        },
+      },
+      7,
+    );
+    const line = 'answer race-alice by alice rejected (run_not_stopped): run wr-1 is running';
+    expect(storedTimelineEntry('run', event)).toMatchObject({ actor: 'alice', summary: line });
+    const ops = runsProjection().step(null, event).ops;
+    const projected = ops.map((op) => JSON.stringify(op)).find((op) => op.includes('rt:'));
+    expect(projected).toContain(line);
   });
 });

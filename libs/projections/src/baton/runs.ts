@@ -14,7 +14,7 @@ import type {
   WorkflowRef,
 } from '@baton/contracts';
 import { clipText, setOwn } from '@baton/contracts';
-import { evolveRun, initialRunState, type RunEvent, type RunState } from '@baton/domain';
+import { evolveRun, initialRunState, refusedKindOf, type RunEvent, type RunState } from '@baton/domain';
 import { canonicalJson, type JsonValue } from '../canonical-json';
 import { Op } from '../ops';
 import type { SequencedEvent } from '../store';
@@ -165,8 +165,12 @@ export function saidOf(event: RunEvent): string | undefined {
   return event.type === 'run.result_recorded' ? event.data.posted_body : undefined;
 }
 
-/** One sentence per run event for the timeline. */
-export function summarizeRunEvent(event: RunEvent): string {
+/**
+ * One sentence per run event for the timeline. `actor` is the event's recorded actor (its
+ * envelope's): a refused operator answer is recorded under the role word (`agent` `operator`) and
+ * by the person who answered (the actor), whom its line names; without an actor, the role word.
+ */
+export function summarizeRunEvent(event: RunEvent, actor?: string): string {
   switch (event.type) {
     case 'run.started':
       return `started workflow ${event.data.workflow.name} v${event.data.workflow.version} at ${event.data.entry.step} (${event.data.entry.agent})`;
@@ -197,8 +201,15 @@ export function summarizeRunEvent(event: RunEvent): string {
     case 'run.result_rejected': {
       // What was refused: a result (the default), an operator's answer or a customer's message.
       const d = event.data;
-      if (d.refused === 'message') return `customer message ${d.result_id} rejected (${d.code}): ${d.message}`;
-      if (d.refused === 'answer') return `answer ${d.result_id} from ${d.agent} rejected (${d.code}): ${d.message}`;
+      // Refusals recorded before they named their kind are read by their agent, as the run reads them.
+      const kind = refusedKindOf(d);
+      if (kind === 'message') return `customer message ${d.result_id} rejected (${d.code}): ${d.message}`;
+      if (kind === 'answer') {
+        const by = actor !== undefined && actor !== '' ? actor : d.agent;
+        // The router's message opens with the same words ("answer <id> by <name>: …"): said once.
+        const said = `answer ${d.result_id} by ${by}: `;
+        return `answer ${d.result_id} by ${by} rejected (${d.code}): ${d.message.startsWith(said) ? d.message.slice(said.length) : d.message}`;
+      }
       return `result ${d.result_id} from ${d.agent} rejected (${d.code}): ${d.message}`;
     }
     case 'run.notice_emitted':
@@ -479,14 +490,16 @@ export function runsProjection(): FoldingProjection<JsonValue> {
     // 13: a hold keeps the call the result before it left pending (`hold.pendingCall`); route and
     //     hold lines name a call handed on.
     // 14: the folded state keeps the call the current handoff carries (`handoffCall`).
-    version: 14,
+    // 15: a refused operator answer's timeline line names who answered (the event's actor), not
+    //     the role word it is recorded under ("answer a-1 by alice rejected", was "from operator").
+    version: 15,
     handles: (type) => type.startsWith('run.'),
     stateKeyOf: (event) => RunKeys.state(event.project, event.aggregate.id),
     step(prior, event) {
       const { project } = event;
       const id = event.aggregate.id;
       const domain = domainEvent<RunEvent>(event);
-      const timeline = timelineOp(RunKeys.timeline(project, id), event, summarizeRunEvent(domain), saidOf(domain));
+      const timeline = timelineOp(RunKeys.timeline(project, id), event, summarizeRunEvent(domain, event.actor), saidOf(domain));
       const before = (prior as RunState | null) ?? initialRunState();
       let after: RunState;
       try {

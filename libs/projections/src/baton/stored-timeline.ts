@@ -19,7 +19,7 @@ export function storedTimelineEntry(kind: AggregateKind, event: SequencedEvent):
       kind === 'handoff'
         ? summarizeHandoffEvent(domain as HandoffEvent)
         : kind === 'run'
-          ? summarizeRunEvent(domain as RunEvent)
+          ? summarizeRunEvent(domain as RunEvent, event.actor)
           : kind === 'mesh'
             ? summarizeMeshEvent(domain as MeshEvent)
             : event.type;

@@ -24,7 +24,7 @@ import { stopsProjection } from './stops';
  * and the shape recorded again.
  */
 const RECORDED: Record<string, { version: number; shape: string }> = {
-  runs: { version: 14, shape: '66ced2da8485669d' },
+  runs: { version: 15, shape: '66ced2da8485669d' },
   handoffs: { version: 8, shape: 'f1da4f0ef14b3d33' },
   inbox: { version: 8, shape: '90e3c849ea0a1b44' },
   stops: { version: 2, shape: 'b65d30d76295e39f' },
