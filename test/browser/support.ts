@@ -42,11 +42,20 @@ export interface BrowserPlatform {
   stop(): Promise<void>;
 }
 
-/** Start the platform for `project` under `prefix` and publish `definition`; `tag` names the service instances. */
-export async function startBrowserPlatform(prefix: string, project: string, definition: unknown, tag: string): Promise<BrowserPlatform> {
+/**
+ * Start the platform for `project` under `prefix` and publish `definition`; `tag` names the service
+ * instances; `extraEnv` is added to every service's environment (a notifier setting, say).
+ */
+export async function startBrowserPlatform(
+  prefix: string,
+  project: string,
+  definition: unknown,
+  tag: string,
+  extraEnv: Record<string, string> = {},
+): Promise<BrowserPlatform> {
   const natsUrl = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
   const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
-  const env = { NATS_URL: natsUrl, REDIS_URL: redisUrl, BATON_PREFIX: prefix, LOG_LEVEL: 'warn', WATCHDOG_TICK_MS: '500' };
+  const env = { NATS_URL: natsUrl, REDIS_URL: redisUrl, BATON_PREFIX: prefix, LOG_LEVEL: 'warn', WATCHDOG_TICK_MS: '500', ...extraEnv };
   await mkdir(SHOTS, { recursive: true });
   const nats = await connectNats({ servers: natsUrl, reconnect: false });
   const redis = createRedis(redisUrl);

@@ -93,6 +93,22 @@ function capLimits(field: NextFormField): SafeHtml | null {
   return rules.length > 0 ? html`<div class="muted" data-testid="field-limits">${rules.join(', ')}</div>` : null;
 }
 
+/**
+ * The least a number field takes, as the browser checks it (`min` is inclusive): the next whole
+ * number above `greater_than` for a whole-number field; else `greater_than` itself (the answer's
+ * own check refuses the equal value, in words).
+ */
+function numberMin(field: NextFormField): number {
+  const above = field.greater_than ?? 0;
+  return field.whole ? Math.floor(above) + 1 : above;
+}
+
+/**
+ * The actions that read a form's fields (Route reads the kind of request, Raise cap the new cap):
+ * only they have the browser check the fields; Deny, Close, Stop or Approve send without them.
+ */
+const FIELD_ACTIONS: ReadonlySet<string> = new Set(['intent', 'raise_cap']);
+
 /** The `next_form` of a stop packet as a real form: its fields, then one submit button per action. */
 function stopForm(packet: StopPacket, form: NextForm | null, ctx: PageContext, returnTo: string): SafeHtml {
   const digest = form?.pending_digest ?? packet.pending_digest;
@@ -106,11 +122,11 @@ function stopForm(packet: StopPacket, form: NextForm | null, ctx: PageContext, r
       case 'display':
         return html`<div class="field"><span>${field.label}</span><pre>${field.value === undefined ? '' : String(field.value)}</pre></div>`;
       case 'text':
-        return html`<label class="field">${field.label}<input name="${field.id}" ${field.required ? html`data-required="true"` : null} value="${field.value === undefined ? '' : String(field.value)}" maxlength="128"></label>`;
+        return html`<label class="field">${field.label}<input name="${field.id}"${field.required ? html` required data-required="true"` : null} value="${field.value === undefined ? '' : String(field.value)}" maxlength="128"></label>`;
       case 'select':
-        return html`<label class="field">${field.label}<select name="${field.id}"><option value=""></option>${(field.options ?? []).map((o) => html`<option value="${o}">${o}</option>`)}</select></label>`;
+        return html`<label class="field">${field.label}<select name="${field.id}"${field.required ? html` required` : null}><option value="">${field.required ? 'Choose…' : ''}</option>${(field.options ?? []).map((o) => html`<option value="${o}">${o}</option>`)}</select></label>`;
       case 'number':
-        return html`<label class="field">${field.label}<input type="number" step="${field.whole ? '1' : 'any'}" name="${field.id}" value="${field.value === undefined ? '' : String(field.value)}"${field.greater_than !== undefined ? html` data-greater-than="${field.greater_than}"` : null}${field.at_most !== undefined ? html` max="${field.at_most}"` : null}></label>${capLimits(field)}`;
+        return html`<label class="field">${field.label}<input type="number" step="${field.whole ? '1' : 'any'}" name="${field.id}"${field.required ? html` required` : null} value="${field.value === undefined ? '' : String(field.value)}"${field.greater_than !== undefined ? html` data-greater-than="${field.greater_than}" min="${numberMin(field)}"` : null}${field.at_most !== undefined ? html` max="${field.at_most}"` : null}></label>${capLimits(field)}`;
       case 'note':
         return html`<label class="field">${field.label}<textarea name="note" maxlength="${NOTE_MAX}"></textarea></label>`;
       default:
@@ -118,7 +134,7 @@ function stopForm(packet: StopPacket, form: NextForm | null, ctx: PageContext, r
     }
   })}
   ${fields.some((f) => f.kind === 'note') ? null : html`<label class="field">Note (optional)<textarea name="note" maxlength="${NOTE_MAX}"></textarea></label>`}
-  <div class="actions">${actions.map((a) => html`<button class="btn ${a.style}" type="submit" name="action" value="${a.id}">${a.label}</button>`)}</div>
+  <div class="actions">${actions.map((a) => html`<button class="btn ${a.style}" type="submit" name="action" value="${a.id}"${FIELD_ACTIONS.has(a.id) ? null : html` formnovalidate`}>${a.label}</button>`)}</div>
 </form>`;
 }
 
@@ -217,18 +233,30 @@ export function itemCard(details: ItemDetails, ctx: PageContext, returnTo: strin
     default:
       body = html``;
   }
-  return html`<article class="item" data-item-id="${item.id}" data-status="${item.status}" data-kind="${item.kind}">
+  // What became of the item (who answered it, when, how) rides on the card: the live script tells
+  // an operator typing in an item someone else answered.
+  return html`<article class="item" data-item-id="${item.id}" data-status="${item.status}" data-kind="${item.kind}"${
+    item.resolution ? html` data-resolution="${item.resolution}"` : null
+  }${item.closed_by ? html` data-closed-by="${item.closed_by}"` : null}${item.closed_at ? html` data-closed-at="${item.closed_at}"` : null}>
   <h2 data-testid="title">${item.title}</h2>
   ${badges(item)}
   ${body}
 </article>`;
 }
 
-/** The inbox page: filters, a flash or refusal banner, the live status and the item cards. */
+/**
+ * The inbox page: filters, a flash or refusal banner, the live status and the item cards.
+ * `query` is this page's own (filters, page size and cursor): the live script reconciles the list
+ * with `/inbox/ids` of the same query, so a later page stays that page; `firstPage` is the query
+ * of the first page (filters and page size), which the "More…" link extends with the next cursor.
+ */
 export function inboxPage(input: {
   ctx: PageContext;
   filters: InboxFilterValues;
   query: string;
+  firstPage: string;
+  /** This page follows a cursor (it is not the first page). */
+  later: boolean;
   items: ItemDetails[];
   nextCursor: string | null;
   sent?: string;
@@ -236,22 +264,28 @@ export function inboxPage(input: {
   outcome?: 'applied' | 'pending';
   error?: { code: string; message: string };
 }): string {
-  const { ctx, filters, query, items } = input;
+  const { ctx, filters, query, firstPage, items } = input;
   const returnTo = `/inbox${query}`;
-  const body = html`<h1>Inbox <span class="muted">(<span id="item-count">${items.length}</span>)</span> <span id="live-status" class="live" data-state="connecting">connecting</span></h1>
+  const more = input.nextCursor ? `/inbox${firstPage}${firstPage ? '&' : '?'}cursor=${encodeURIComponent(input.nextCursor)}` : null;
+  const body = html`<div class="inbox-head"><h1>Inbox <span class="muted" data-testid="shown">(<span id="item-count">${items.length}</span> shown${input.later ? ' on this page' : null}${
+    more ? html`<span id="more-note">; more on the next page</span>` : null
+  })</span></h1>
+<span id="live-status" class="live" role="status" aria-live="polite" data-state="connecting">connecting</span></div>
 ${filtersForm(filters, ctx)}
 ${
   input.sent
     ? input.outcome === 'applied'
-      ? html`<div class="banner ok" data-testid="sent" data-outcome="applied">Answer to ${input.sent} applied.</div>`
-      : html`<div class="banner ok" data-testid="sent" data-outcome="pending">Answer to ${input.sent} sent; not applied yet. The item leaves the inbox when the run takes it.</div>`
+      ? html`<div class="banner ok" role="status" tabindex="-1" autofocus data-testid="sent" data-outcome="applied">Answer to ${input.sent} applied.</div>`
+      : html`<div class="banner ok" role="status" tabindex="-1" autofocus data-testid="sent" data-outcome="pending">Answer to ${input.sent} sent; not applied yet. The item leaves the inbox when the run takes it.</div>`
     : null
 }
-${input.error ? html`<div class="banner error" role="alert" data-testid="refused">Refused (${input.error.code}): ${input.error.message}</div>` : null}
-<section id="items" data-query="${query}">
+${input.error ? html`<div class="banner error" role="alert" tabindex="-1" data-testid="refused">Refused (${input.error.code}): ${input.error.message}</div>` : null}
+<div id="live-notice"></div>
+${input.later ? html`<p><a href="/inbox${firstPage}" data-testid="first-page">← First page</a></p>` : null}
+<section id="items" tabindex="-1" aria-label="Items" data-query="${query}">
 ${items.map((details) => itemCard(details, ctx, returnTo))}
 </section>
-<p id="empty" class="muted"${items.length > 0 ? html` hidden` : null}>Nothing to act on.</p>
-${input.nextCursor ? html`<p><a href="/inbox${query}${query ? '&' : '?'}cursor=${encodeURIComponent(input.nextCursor)}">More…</a></p>` : null}`;
-  return page('Inbox', ctx, body, { script: true });
+<p id="empty" class="muted"${items.length > 0 ? html` hidden` : null}>Nothing to act on${input.later ? ' on this page' : null}.</p>
+${more ? html`<p><a href="${more}" data-testid="more">More…</a></p>` : null}`;
+  return page('Inbox', ctx, body, { script: true, skipTo: { href: '#items', label: 'Skip to the items' } });
 }

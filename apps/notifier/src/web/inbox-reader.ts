@@ -14,9 +14,9 @@ export class InboxReader {
     return { items: await Promise.all(page.items.map((item) => this.details(item))), nextCursor: page.nextCursor };
   }
 
-  /** The ids and statuses of the items `filters` select (what the live script reconciles against). */
-  async ids(filters: ItemFilters, limit: number): Promise<Array<{ id: string; status: string }>> {
-    const page = await this.views.inbox({ filters, order: 'newest', limit, cursor: null });
+  /** The ids and statuses of the items of one page `filters` select (what the live script reconciles against: the page's own limit and cursor). */
+  async ids(filters: ItemFilters, limit: number, cursor: string | null): Promise<Array<{ id: string; status: string }>> {
+    const page = await this.views.inbox({ filters, order: 'newest', limit, cursor });
     return page.items.map((item) => ({ id: item.id, status: item.status }));
   }
 

@@ -43,8 +43,11 @@ function who(ctx: PageContext): SafeHtml {
     <form method="post" action="/logout">${csrfField(ctx)}<button type="submit">Sign out</button></form></span>`;
 }
 
-/** A whole page: the shell around `body`. `script` loads the live-inbox script. */
-export function page(title: string, ctx: PageContext, body: SafeHtml, options: { script?: boolean } = {}): string {
+/**
+ * A whole page: the shell around `body`. `script` loads the live-inbox script; `skipTo` puts a
+ * "skip to" link first on the page (shown when focused), for keyboard and screen-reader users.
+ */
+export function page(title: string, ctx: PageContext, body: SafeHtml, options: { script?: boolean; skipTo?: { href: string; label: string } } = {}): string {
   return html`<!doctype html>
 <html lang="en">
 <head>
@@ -55,6 +58,7 @@ export function page(title: string, ctx: PageContext, body: SafeHtml, options: {
 ${options.script ? html`<script src="/assets/inbox.js" defer></script>` : null}
 </head>
 <body>
+${options.skipTo ? html`<a class="skip" href="${options.skipTo.href}" data-testid="skip-link">${options.skipTo.label}</a>` : null}
 <header class="top"><a href="/inbox">Baton operator inbox</a>${who(ctx)}</header>
 <main>
 ${body}

@@ -1,4 +1,5 @@
 import { Subjects } from '@baton/contracts';
+import { InboxWhys } from '@baton/projections';
 import { batonStreamNames } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 // The real ledger in-process, so the Withdraw form's abandon is decided (test-only cross-app import, as the router's suites do).
@@ -377,6 +378,83 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     expect(answered.status).toBe(409);
     expect(answered.text).toContain('stop_already_answered');
     expect((await answersOn('alpha')).length).toBe(before);
+  });
+
+  it('the inbox page takes a page size (limit, 1–500 as the API takes it); a later page keeps its cursor and size in what the live script reconciles, so page 2 stays page 2; the heading says how many are shown', async () => {
+    const { cookie } = await signIn(admin);
+    const articles = (html: string) => [...html.matchAll(/<article class="item" data-item-id="([^"]+)"/g)].map((m) => m[1]);
+    const dataQuery = (html: string) => /<section id="items"[^>]* data-query="([^"]*)">/.exec(html)![1]!.replace(/&#61;/g, '=').replace(/&amp;/g, '&');
+    const first = await call('/inbox?status=any&limit=2', { cookie });
+    expect(first.status).toBe(200);
+    expect(articles(first.text)).toHaveLength(2);
+    expect(first.text).toContain('(<span id="item-count">2</span> shown<span id="more-note">; more on the next page</span>)');
+    expect(dataQuery(first.text)).toBe('?status=any&limit=2');
+    const more = /<a href="([^"]+)" data-testid="more">/.exec(first.text)![1]!.replace(/&#61;/g, '=').replace(/&amp;/g, '&');
+    expect(more).toMatch(/^\/inbox\?status=any&limit=2&cursor=[A-Za-z0-9_-]+$/);
+    const second = await call(more, { cookie });
+    const onSecond = articles(second.text);
+    expect(onSecond).toHaveLength(2);
+    expect(onSecond.filter((id) => articles(first.text).includes(id))).toEqual([]);
+    expect(second.text).toContain('shown on this page');
+    expect(second.text).toContain('<a href="/inbox?status&#61;any&amp;limit&#61;2" data-testid="first-page">');
+    // What the live script reconciles page 2 with is page 2 (it was page 1: the cursor was dropped).
+    const query = dataQuery(second.text);
+    expect(query).toBe(more.slice('/inbox'.length));
+    const ids = (await call(`/inbox/ids${query}`, { cookie })).json().items!.map((i) => i['id']);
+    expect(ids).toEqual(onSecond);
+    expect((await call('/inbox/ids?status=any&limit=3', { cookie })).json().items).toHaveLength(3);
+    // A size the API refuses is refused here too, in words, its code kept (it was ignored: 50 items).
+    for (const limit of ['0', '501', 'ten', '2.5']) {
+      const refused = await call(`/inbox?limit=${limit}`, { cookie });
+      expect({ limit, status: refused.status }).toEqual({ limit, status: 400 });
+      expect(refused.text).toContain('<strong>schema_violation</strong>: The page size (limit) is a whole number from 1 to 500, in digits.');
+    }
+  });
+
+  it('refusals are said in plain words with their stable code: a why the filter does not take, a Route with no kind of request, a cap that is no raise', async () => {
+    const { cookie, csrf } = await signIn(alphaOperator);
+    const bogus = await call('/inbox?why=bogus', { cookie });
+    expect(bogus.status).toBe(400);
+    expect(bogus.text).toContain(`<strong>schema_violation</strong>: The why filter takes one of: ${InboxWhys.join(', ')}.`);
+    // zod's own text stays under Details, not in the sentence.
+    expect(bogus.text).toMatch(/<code data-testid="refusal-detail">why\.0: Invalid option/);
+    const before = (await answersOn('alpha')).length;
+    const noKind = await call('/inbox/projects/alpha/stops/stop-int/answer', {
+      ...form({ _csrf: csrf, answer_id: 'web-no-kind', action: 'intent', intent: '' }),
+      cookie,
+    });
+    expect(noKind.status).toBe(400);
+    expect(noKind.text).toContain('<strong>schema_violation</strong>: Type the kind of request before pressing Route.');
+    expect(noKind.text).not.toMatch(/schema_violation<\/strong>: intent: Too small/);
+    for (const cap of ['-1', '0', 'ten']) {
+      const low = await call('/inbox/projects/alpha/stops/stop-cap/answer', {
+        ...form({ _csrf: csrf, answer_id: `web-low-cap-${cap}`, action: 'raise_cap', cap }),
+        cookie,
+      });
+      expect({ cap, status: low.status }).toEqual({ cap, status: 400 });
+      expect(low.text).toContain('<strong>schema_violation</strong>: The new cap must be a number above 8.');
+    }
+    // Through the id-only route the packet's form is not read: the words say it in general.
+    const idOnly = await call('/inbox/stops/stop-cap/answer', {
+      ...form({ _csrf: csrf, answer_id: 'web-low-cap-id', action: 'raise_cap', cap: '-1' }),
+      cookie,
+    });
+    expect(idOnly.text).toContain('The new cap must be a number above the current cap.');
+    expect((await answersOn('alpha')).length).toBe(before);
+  });
+
+  it('a form posted after its session ended (signed out) is refused 401 with a link to sign in again that comes back to where the form was', async () => {
+    const { cookie, csrf } = await signIn(alphaOperator);
+    expect((await call('/logout', { ...form({ _csrf: csrf }), cookie })).status).toBe(303);
+    const refused = await call('/inbox/projects/alpha/stops/stop-cap/answer', {
+      ...form({ _csrf: csrf, answer_id: 'web-after-logout', action: 'deny', note: 'typed before', return: '/inbox?why=budget' }),
+      cookie,
+    });
+    expect(refused.status).toBe(401);
+    expect(refused.text).toContain('<strong>unauthenticated</strong>');
+    const link = /<a class="btn primary" href="([^"]+)" data-testid="sign-in">Sign in again<\/a>/.exec(refused.text)![1]!;
+    expect(link).toBe('/login?next=%2Finbox%3Fwhy%3Dbudget');
+    expect((await call(link)).text).toContain('<input type="hidden" name="next" value="/inbox?why&#61;budget">');
   });
 
   it('submitting the form resumes the run through the platform: the answer is published with the rendered digest and the token as who answered', async () => {

@@ -244,16 +244,29 @@ ${input.error ? html`<div class="banner error" role="alert" data-testid="login-e
 <form method="post" action="/login" data-testid="login-form">
   <input type="hidden" name="_csrf" value="${input.csrf}">
   <input type="hidden" name="next" value="${input.next}">
-  <label class="field">Token<br><input type="password" name="token" autocomplete="off" required></label>
+  <label class="field">Token<br><input type="password" name="token" autocomplete="off" required autofocus></label>
   <p><button class="btn primary" type="submit">Sign in</button></p>
 </form></div>`;
   return page('Sign in', { principal: null, csrf: null }, body);
 }
 
-/** A refusal or error page (answers the status it describes). */
-export function errorPage(ctx: PageContext, input: { status: number; code: string; message: string; back?: string }): string {
+/**
+ * A refusal or error page (answers the status it describes): the stable code, then what it means
+ * in plain words; the API's own wording, when it differs, under "Details". `signIn`: the session
+ * ended, so the page links to the sign-in page, which comes back to `signIn` (a local path).
+ */
+export function errorPage(ctx: PageContext, input: { status: number; code: string; message: string; detail?: string; back?: string; signIn?: string }): string {
   const body = html`<h1>${input.status === 404 ? 'Not found' : 'Refused'}</h1>
-<div class="banner error" role="alert" data-testid="refused"><strong>${input.code}</strong>: ${input.message}</div>
+<div class="banner error" role="alert" data-testid="refused" tabindex="-1"><strong>${input.code}</strong>: ${input.message}${
+    input.detail !== undefined && input.detail !== input.message
+      ? html`<details class="detail"><summary>Details</summary><code data-testid="refusal-detail">${input.detail}</code></details>`
+      : null
+  }</div>
+${
+  input.signIn !== undefined
+    ? html`<p><a class="btn primary" href="/login?next=${encodeURIComponent(input.signIn)}" data-testid="sign-in">Sign in again</a> <span class="muted">then answer again: the inbox puts back what you typed in this tab.</span></p>`
+    : null
+}
 <p><a href="${input.back ?? '/inbox'}">← Back${input.back === undefined || input.back.startsWith('/inbox') ? ' to the inbox' : null}</a></p>`;
   return page(input.status === 404 ? 'Not found' : 'Refused', ctx, body);
 }

@@ -4,13 +4,14 @@ import { z } from 'zod';
 import {
   hasVisibleText,
   HoldAnswerActionSchema,
+  type NextFormField,
   IdSchema,
   OperatorAnswerActionSchema,
   PersonTextSchema,
   ProjectIdSchema,
   RouteCauseSchema,
 } from '@baton/contracts';
-import { InvalidCursorError, type ItemFilters } from '@baton/projections';
+import { InboxWhys, InvalidCursorError, type ItemFilters } from '@baton/projections';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { projectionsUnavailable } from '../api/http';
 import { decimalOf } from '../http/body-type';
@@ -31,19 +32,48 @@ import { InboxReader, itemMatches } from './inbox-reader';
 import { PAGE_HEADERS, type PageContext } from './layout';
 import { errorPage, handoffPage, loginPage, meshPage, runPage } from './other-pages';
 
-const PAGE_SIZE = 50;
 const FILTER_KEYS = ['project', 'why', 'agent', 'priority', 'status', 'kind'] as const;
 
-/** A refusal a web route shows as an HTML page with its status. */
+/**
+ * A refusal a web route shows as an HTML page with its status: `message` in plain words, `detail`
+ * the API's own wording when the words are the page's (shown under "Details").
+ */
 class WebRefusal extends Error {
   constructor(
     readonly status: number,
     readonly code: string,
     message: string,
+    readonly detail?: string,
   ) {
     super(message);
     this.name = 'WebRefusal';
   }
+}
+
+/** What each query parameter of the inbox page takes, in words (a refused one is named so, its code kept). */
+const QUERY_WORDS: Readonly<Record<string, string>> = {
+  project: 'The project filter takes project names (lower-case letters, digits, _ and -), one or a comma-separated list.',
+  why: `The why filter takes one of: ${InboxWhys.join(', ')}.`,
+  agent: 'The agent filter takes agent names (letters, digits and _ - . : @), one or a comma-separated list.',
+  priority: 'The priority filter takes urgent, high, medium or low.',
+  status: 'The status filter takes open, answered, closed or any.',
+  kind: 'The kind filter takes stop, hold, handback or escalation.',
+  limit: 'The page size (limit) is a whole number from 1 to 500, in digits.',
+  cursor: 'That page link (cursor) is not one this inbox made for these filters: start again from the first page.',
+};
+
+/** What a raised cap must be, in words, from the form's cap field (its limits), or in general. */
+function capWords(field: NextFormField | undefined): string {
+  if (field?.greater_than === undefined) return 'The new cap must be a number above the current cap.';
+  return `The new cap must be ${field.whole ? 'a whole number' : 'a number'} above ${field.greater_than}${field.at_most !== undefined ? ` and at most ${field.at_most}` : ''}.`;
+}
+
+/** The field a schema refusal names first (`intent: Too small…` → `intent`), from its issues or its message. */
+function refusedField(error: unknown): string | undefined {
+  if (!(error instanceof HttpException)) return undefined;
+  const body = error.getResponse() as { error?: { code?: string; message?: string; issues?: Array<{ path?: string }> } } | string;
+  if (typeof body !== 'object' || body.error?.code !== 'schema_violation') return undefined;
+  return body.error.issues?.[0]?.path ?? /^([a-z_]+):/.exec(body.error.message ?? '')?.[1];
 }
 
 /** A typed field (first of repeats): a person's text as the API takes it (no control characters), absent when nothing in it is visible. */
@@ -198,22 +228,29 @@ export class WebController {
   @Get('inbox')
   async inbox(@Req() req: HttpRequest, @Res() res: HttpResponse) {
     await this.withPage(req, res, async (ctx) => {
-      const { filters, values, query, cursor } = this.filters(req, ctx);
-      const page = await this.reader.page(filters, PAGE_SIZE, cursor);
+      const { filters, values, query, firstPage, cursor, limit } = this.filters(req, ctx);
+      const page = await this.reader.page(filters, limit, cursor);
       // An answer's banner: `stop:<project>:<id>`, `run <project>:<id>`, `handback:<project>:<id>`.
       const banner = this.banner(req, ctx, (what) => SENT_RECORD.test(what));
-      this.send(res, 200, inboxPage({ ctx, filters: values, query, items: page.items, nextCursor: page.nextCursor, ...(banner ?? {}) }));
+      this.send(
+        res,
+        200,
+        inboxPage({ ctx, filters: values, query, firstPage, later: cursor !== null, items: page.items, nextCursor: page.nextCursor, ...(banner ?? {}) }),
+      );
     });
   }
 
-  /** `GET /inbox/ids`: JSON `{ items: [{ id, status }] }` the current filters select (the live script reconciles with it). */
+  /**
+   * `GET /inbox/ids`: JSON `{ items: [{ id, status }] }` of the page the query names — its filters,
+   * page size (`limit`) and `cursor` — as `/inbox` shows it (the live script reconciles with it).
+   */
   @Get('inbox/ids')
   async ids(@Req() req: HttpRequest, @Res() res: HttpResponse) {
     await this.withPage(req, res, async (ctx) => {
-      const { filters } = this.filters(req, ctx);
+      const { filters, limit, cursor } = this.filters(req, ctx);
       res.setHeader('Cache-Control', 'no-store');
       res.setHeader('Content-Type', 'application/json; charset=utf-8');
-      res.status(200).send(JSON.stringify({ items: await this.reader.ids(filters, PAGE_SIZE) }));
+      res.status(200).send(JSON.stringify({ items: await this.reader.ids(filters, limit, cursor) }));
     });
   }
 
@@ -251,27 +288,54 @@ export class WebController {
     await this.withForm(req, res, async (session) => {
       const form = this.parse(StopFormSchema, req.body);
       // The form posts every field; the cap is read only for a raise, as the API reads a form's cap.
+      const ref = this.target(id, project);
       let cap: number | undefined;
       if (form.cap !== undefined && form.action === 'raise_cap') {
         cap = decimalOf(form.cap);
-        if (cap === undefined) throw new WebRefusal(400, 'schema_violation', 'the cap must be a decimal number');
+        if (cap === undefined) throw new WebRefusal(400, 'schema_violation', await this.stopFieldWords(ref, 'cap'), 'the cap must be a decimal number');
       }
-      const ref = this.target(id, project);
-      const answered = await this.actions.answerStop(
-        ref,
-        {
-          answer_id: form.answer_id,
-          action: form.action,
-          // As typed: the domain trims it and refuses a blank one (answer_incomplete), as it does for the API.
-          ...(form.intent !== undefined && form.action === 'intent' ? { intent: form.intent } : {}),
-          ...(cap !== undefined ? { cap } : {}),
-          ...(form.note !== undefined ? { note: form.note } : {}),
-          ...(form.pending_digest !== undefined ? { pending_digest: form.pending_digest } : {}),
-        },
-        session.principal,
-      );
+      let answered: Awaited<ReturnType<OperatorActions['answerStop']>>;
+      try {
+        answered = await this.actions.answerStop(
+          ref,
+          {
+            answer_id: form.answer_id,
+            action: form.action,
+            // As typed: the domain trims it and refuses a blank one (answer_incomplete), as it does for the API.
+            ...(form.intent !== undefined && form.action === 'intent' ? { intent: form.intent } : {}),
+            ...(cap !== undefined ? { cap } : {}),
+            ...(form.note !== undefined ? { note: form.note } : {}),
+            ...(form.pending_digest !== undefined ? { pending_digest: form.pending_digest } : {}),
+          },
+          session.principal,
+        );
+      } catch (error) {
+        // The answer's schema names the field it refuses in its own terms (`intent: Too small:
+        // expected string to have >=1 characters`): the page says it in words, the code and the
+        // API's text kept.
+        const field = refusedField(error);
+        if (field === 'intent' || field === 'cap') {
+          throw new WebRefusal(400, 'schema_violation', await this.stopFieldWords(ref, field), this.refusalOf(error).message);
+        }
+        throw error;
+      }
       res.redirect(303, this.sent(session, form.return, `stop:${answered.body.project}:${ref.id}`, answered.body.outcome));
     });
+  }
+
+  /**
+   * What a stop's `intent` or `cap` field takes, in words, from the packet's form when the route
+   * names its project (the raise form's limits: "a whole number above 10"), else in general.
+   */
+  private async stopFieldWords(ref: RecordTarget, field: 'intent' | 'cap'): Promise<string> {
+    const record = ref.project !== undefined ? await this.reader.views.stop(ref.project, ref.id).catch(() => null) : null;
+    const formField = record?.stop.next_form?.fields.find((f) => f.id === field);
+    if (field === 'cap') return capWords(formField);
+    return formField?.kind === 'text'
+      ? 'Type the kind of request before pressing Route.'
+      : formField?.kind === 'select'
+        ? 'Choose the kind of request from the list before pressing Route.'
+        : 'Choose or type the kind of request before pressing Route.';
   }
 
   /** `POST /inbox/projects/:project/runs/:id/answer` (and the id-only `POST /inbox/runs/:id/answer`): a hold's form (continue / reroute / terminate). */
@@ -482,17 +546,32 @@ export class WebController {
     throw new WebRefusal(400, 'schema_violation', parsed.error.issues.map((i) => `${i.path.join('.') || 'form'}: ${i.message}`).join('; '));
   }
 
-  /** The inbox filters of the query, scoped to the caller's projects. */
-  private filters(req: HttpRequest, ctx: PageContext): { filters: ItemFilters; values: InboxFilterValues; query: string; cursor: string | null } {
+  /**
+   * The inbox filters of the query, scoped to the caller's projects, with the page size (`limit`,
+   * 1–500 as the API takes it, 50 when absent) and the page's cursor. `query` is the page's own
+   * (filters, limit, cursor), `firstPage` the first page's (filters, limit).
+   */
+  private filters(
+    req: HttpRequest,
+    ctx: PageContext,
+  ): { filters: ItemFilters; values: InboxFilterValues; query: string; firstPage: string; cursor: string | null; limit: number } {
     const raw = (req.query ?? {}) as Record<string, unknown>;
     const picked: Record<string, string> = {};
-    for (const key of FILTER_KEYS) {
+    for (const key of [...FILTER_KEYS, 'limit'] as const) {
       const value = raw[key];
       // Repeated (`?status=open&status=closed`): refused as the API refuses it, never dropped.
       if (Array.isArray(value)) throw new WebRefusal(400, 'schema_violation', `${key}: give it once (several values as one comma-separated list)`);
       if (typeof value === 'string' && value.trim() !== '') picked[key] = value.trim();
     }
-    const q = this.parse(InboxQuerySchema, { ...picked, ...(typeof raw['cursor'] === 'string' && raw['cursor'] ? { cursor: raw['cursor'] } : {}) });
+    const given = typeof raw['cursor'] === 'string' && raw['cursor'] ? raw['cursor'] : undefined;
+    const parsed = InboxQuerySchema.safeParse({ ...picked, ...(given !== undefined ? { cursor: given } : {}) });
+    if (!parsed.success) {
+      // Said in words (`why=bogus`: the whys the filter takes), the code and zod's text kept.
+      const issues = parsed.error.issues;
+      const words = [...new Set(issues.map((i) => QUERY_WORDS[String(i.path[0])] ?? `${i.path.join('.') || 'query'}: ${i.message}`))].join(' ');
+      throw new WebRefusal(400, 'schema_violation', words, issues.map((i) => `${i.path.join('.') || 'query'}: ${i.message}`).join('; '));
+    }
+    const q = parsed.data;
     let projects: string[] | undefined;
     try {
       projects = scopedProjects(ctx.principal!, q.project);
@@ -508,10 +587,11 @@ export class WebController {
       ...(q.priority ? { priority: q.priority } : {}),
       ...(q.status !== 'any' ? { status: q.status } : {}),
     };
-    const search = new URLSearchParams(picked).toString();
+    const first = new URLSearchParams(picked).toString();
+    const own = new URLSearchParams({ ...picked, ...(q.cursor !== undefined ? { cursor: q.cursor } : {}) }).toString();
     const values: InboxFilterValues = { status: picked['status'] ?? 'open' };
     for (const key of ['project', 'why', 'agent', 'priority', 'kind'] as const) if (picked[key] !== undefined) values[key] = picked[key];
-    return { filters, values, query: search ? `?${search}` : '', cursor: q.cursor ?? null };
+    return { filters, values, query: own ? `?${own}` : '', firstPage: first ? `?${first}` : '', cursor: q.cursor ?? null, limit: q.limit };
   }
 
   /** A page: needs a session (else → /login); refusals render as pages. */
@@ -528,17 +608,28 @@ export class WebController {
   /** A form post: needs a session, the session's CSRF token and (when sent) a same-origin Origin. */
   private async withForm(req: HttpRequest, res: HttpResponse, body: (session: Session) => Promise<void>): Promise<void> {
     const session = await this.auth.bySession(req);
+    const fields = (req.body ?? {}) as Record<string, unknown>;
+    const back = safeReturn(typeof fields['return'] === 'string' ? fields['return'] : undefined);
     if (!session) {
+      // Signed out, or its token revoked or expired: nothing was sent. The page links to the
+      // sign-in page, which comes back to where the form was (the inbox puts the typed text back).
       this.send(
         res,
         401,
-        errorPage({ principal: null, csrf: null }, { status: 401, code: 'unauthenticated', message: 'Your session ended; sign in again.', back: '/login' }),
+        errorPage(
+          { principal: null, csrf: null },
+          {
+            status: 401,
+            code: 'unauthenticated',
+            message: 'Your session ended (signed out, or its token revoked or expired): nothing was sent.',
+            back,
+            signIn: back,
+          },
+        ),
       );
       return;
     }
     const ctx: PageContext = { principal: session.principal, csrf: session.csrf };
-    const fields = (req.body ?? {}) as Record<string, unknown>;
-    const back = safeReturn(typeof fields['return'] === 'string' ? fields['return'] : undefined);
     const token = typeof fields['_csrf'] === 'string' ? fields['_csrf'] : '';
     if (!this.sameOrigin(req) || !token || !safeEqual(token, session.csrf)) {
       this.runtime.logger.warn('web form refused', { reason: 'csrf', path: req.path, token_id: session.principal.tokenId });
@@ -567,8 +658,9 @@ export class WebController {
     }
   }
 
-  private refusalOf(error: unknown): { status: number; code: string; message: string } {
-    if (error instanceof WebRefusal) return { status: error.status, code: error.code, message: error.message };
+  private refusalOf(error: unknown): { status: number; code: string; message: string; detail?: string } {
+    if (error instanceof WebRefusal)
+      return { status: error.status, code: error.code, message: error.message, ...(error.detail !== undefined ? { detail: error.detail } : {}) };
     if (error instanceof HttpException) {
       const body = error.getResponse() as { error?: { code?: string; message?: string } } | string;
       if (typeof body === 'object' && body.error)
@@ -576,7 +668,8 @@ export class WebController {
       return { status: error.getStatus(), code: 'refused', message: error.message };
     }
     if (error instanceof z.ZodError) return { status: 400, code: 'schema_violation', message: error.issues.map((i) => i.message).join('; ') };
-    if (error instanceof InvalidCursorError) return { status: 400, code: 'schema_violation', message: `cursor: ${error.message}` };
+    if (error instanceof InvalidCursorError)
+      return { status: 400, code: 'schema_violation', message: QUERY_WORDS['cursor']!, detail: `cursor: ${error.message}` };
     if (projectionsUnavailable(error)) {
       this.runtime.logger.warn('web request: redis unavailable', { error: (error as Error).message });
       return { status: 503, code: 'projections_unavailable', message: 'The inbox store (Redis) did not answer in time; try again in a moment.' };
