@@ -80,8 +80,13 @@ const trustProxy = z
 export const NotifierConfigSchema = z.object({
   /** JSON list of webhooks: `[{"url":"https://…","secret":"…","projects":["shop"]}]` (default none). */
   NOTIFIER_WEBHOOKS: webhookList.default([]),
-  /** Deliveries of one notice to a failing webhook before it is dead-lettered (default 8). */
-  NOTIFIER_WEBHOOK_MAX_ATTEMPTS: envInt(1, 30).default(8),
+  /**
+   * Deliveries of one notice to a failing webhook before it is dead-lettered (default 21: with the
+   * default delays the retries span {@link webhookRetryWindowMs} ≈ 63.5 minutes — 1 s doubling to
+   * the 5-minute cap in 8.5 minutes, then eleven tries 5 minutes apart — so a receiver down for an
+   * hour still gets every notice).
+   */
+  NOTIFIER_WEBHOOK_MAX_ATTEMPTS: envInt(1, 30).default(21),
   /** The first retry delay; each further retry doubles it (default 1000 ms). */
   NOTIFIER_WEBHOOK_BACKOFF_MS: envInt(10, 600_000).default(1000),
   /** The longest retry delay (default 5 minutes). */
@@ -146,6 +151,21 @@ export type NotifierConfig = z.infer<typeof NotifierConfigSchema>;
 /** Validate the notifier's settings from `env`; throws ConfigError naming each bad variable. */
 export function loadNotifierConfig(env: Record<string, string | undefined>): NotifierConfig {
   return loadServiceSettings(NotifierConfigSchema, env);
+}
+
+/**
+ * How long after a notice's first delivery the notifier gives up on a webhook that keeps failing:
+ * the sum of the delays before each retry (NOTIFIER_WEBHOOK_MAX_ATTEMPTS − 1 of them, see
+ * {@link webhookBackoff}), not counting the calls themselves (each at most
+ * NOTIFIER_WEBHOOK_TIMEOUT_MS). With the defaults: 1 + 2 + … + 256 s, then eleven times 300 s =
+ * 3,811 s ≈ 63.5 minutes.
+ */
+export function webhookRetryWindowMs(
+  config: Pick<NotifierConfig, 'NOTIFIER_WEBHOOK_MAX_ATTEMPTS' | 'NOTIFIER_WEBHOOK_BACKOFF_MS' | 'NOTIFIER_WEBHOOK_BACKOFF_MAX_MS'>,
+): number {
+  return webhookBackoff(config)
+    .slice(0, config.NOTIFIER_WEBHOOK_MAX_ATTEMPTS - 1)
+    .reduce((sum, delay) => sum + delay, 0);
 }
 
 /** Retry delays for a webhook delivery: base, 2·base, 4·base, … capped, one per attempt. */

@@ -50,9 +50,12 @@ export const DeadLetterReason = {
   replyNotAllowed: 'reply_not_allowed',
   /**
    * One letter standing for refused messages of one sender that were not written as letters of
-   * their own, its budget of letters for the window spent (the ledger's agent edge): how many,
-   * for which reasons, the first and last subjects. A flood is recorded, summed up, without pushing
-   * other letters out of the shared stream.
+   * their own, its budget of letters for the window spent (`RefusedLetters` in @baton/platform: the
+   * ledger's agent edge and commands, agents' inbox messages): how many, for which reasons, the
+   * first and last subjects, and for messages a stream stored that stream and their sequences. A
+   * flood is recorded, summed up, without pushing other letters out of the shared stream. Only what
+   * redrive would not republish is summed up: a stored message whose letter redrive would take
+   * (`redrivableLetter`) always gets its own. Never redriven itself (`summary_letter`).
    */
   refusalsSuppressed: 'refusals_suppressed',
 } as const;

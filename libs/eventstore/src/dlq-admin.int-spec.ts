@@ -1,7 +1,7 @@
 import { headers as natsHeaders } from 'nats';
 import type { NatsHandle } from './connection';
 import { DlqHeader, deadLetter } from './dead-letter';
-import { DlqAdmin, letterDigest, redriveMarkerSubject, redriveMsgId, type RedriveItem } from './dlq-admin';
+import { DlqAdmin, letterDigest, letterNotice, noticeRedeliverCommand, redriveMarkerSubject, redriveMsgId, type RedriveItem } from './dlq-admin';
 import { DlqSources } from './dlq-sources';
 import { durableNameFor } from './subject-patterns';
 import { batonStreamNames } from './topology';
@@ -418,5 +418,89 @@ describe('DlqAdmin redrive (real NATS): only trusted letters, once, reported one
   it('the dead-letter stream is bounded: 30 days, 1 GiB, oldest dropped first, duplicates recognised for an hour', async () => {
     const info = await nats.jsm.streams.info(names.dlq);
     expect(info.config).toMatchObject({ max_age: 30 * 24 * 3600 * 1e9, max_bytes: 1024 ** 3, discard: 'old', duplicate_window: 3600 * 1e9 });
+  });
+
+  /** A notice event stored in the events stream, then dead-lettered by a webhook consumer as the notifier does it (its letter holds the stored bytes). */
+  async function webhookLetter(
+    kind: 'run' | 'mesh',
+    project: string,
+    noticeId: string,
+    source: string = kind === 'run' ? DlqSources.notifierWebhooks : DlqSources.notifierMeshWebhooks,
+  ) {
+    const subject = `${prefix}.ev.${project}.${kind}.wr-hook`;
+    const event = {
+      id: `ev-${noticeId}`,
+      type: `${kind}.notice_emitted`,
+      version: 1,
+      aggregate: { kind, id: 'wr-hook' },
+      project,
+      occurredAt: '2025-01-01T00:00:00.000Z',
+      actor: 'router',
+      origin: 'engine',
+      causationId: null,
+      correlationId: 'wr-hook',
+      payload: {
+        notice: {
+          notice_id: noticeId,
+          project,
+          workflow_run_id: 'wr-hook',
+          reason: 'hold',
+          recipient: { handle: 'olga', source: 'started_by' },
+          headline: 'needs a person',
+          step: null,
+          agent: null,
+          created_at: '2025-01-01T00:00:00.000Z',
+        },
+      },
+    };
+    const data = encoder.encode(JSON.stringify(event));
+    const stored = await nats.js.publish(subject, data);
+    const letter = await deadLetter(nats.js, {
+      prefix,
+      source,
+      reason: 'max_deliveries',
+      detail: 'TransientError: webhook delivery failed for 0123456789abcdef (connection_refused: connect ECONNREFUSED 10.0.0.7:443)',
+      subject,
+      data,
+      deliveries: 21,
+      stream: names.events,
+      seq: stored.seq,
+    });
+    return letter.seq;
+  }
+
+  it("a webhook consumer's letter names the notice a webhook never took (project, id): list shows it, and its redrive skip gives the command that sends it again; other letters name none", async () => {
+    const run = await webhookLetter('run', 'shop', 'nt-r-res-1');
+    const mesh = await webhookLetter('mesh', 'outlet', 'nt-m-stop:7');
+    const router = await realLetter('{"result_id":"r-1","workflow_run_id":"wr-1"}');
+    // A letter of a webhook source whose bytes are not a notice event (a forged or cut-short one): no notice.
+    const odd = await deadLetter(nats.js, {
+      prefix,
+      source: DlqSources.notifierWebhooks,
+      reason: 'max_deliveries',
+      subject: `${prefix}.ev.shop.run.wr-2`,
+      data: encoder.encode('{"type":"run.notice_emitted","payload":{"notice":{"notice_id":"bad id!","project":"shop"}}}'),
+      deliveries: 1,
+      stream: names.events,
+      seq: 999,
+    });
+    const letters = await admin.list();
+    expect(letters.map((l) => [l.seq, l.notice ?? null])).toEqual([
+      [run, { project: 'shop', noticeId: 'nt-r-res-1' }],
+      [mesh, { project: 'outlet', noticeId: 'nt-m-stop:7' }],
+      [router.dlqSeq, null],
+      [odd.seq, null],
+    ]);
+    expect(noticeRedeliverCommand({ project: 'outlet', noticeId: 'nt-m-stop:7' })).toBe('baton notice redeliver nt-m-stop:7 --project outlet');
+    const report = await admin.redrive({ source: DlqSources.notifierWebhooks }, { dryRun: true });
+    expect(report.items.find((i) => i.seq === run)).toMatchObject({
+      status: 'skipped',
+      reason: 'event_subject',
+      detail: expect.stringContaining('baton notice redeliver nt-r-res-1 --project shop'),
+    });
+    expect(report.items.find((i) => i.seq === run)!.detail).not.toContain('<notice_id>');
+    expect(
+      letterNotice(DlqSources.routerResults, encoder.encode('{"type":"run.notice_emitted","payload":{"notice":{"notice_id":"nt-1","project":"p"}}}')),
+    ).toBeUndefined();
   });
 });

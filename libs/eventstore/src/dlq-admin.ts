@@ -1,14 +1,22 @@
 import { createHash } from 'node:crypto';
-import { SubjectTable, foreignMsgId } from '@baton/contracts';
+import { IdSchema, ProjectIdSchema, SubjectTable, foreignMsgId } from '@baton/contracts';
 import { headers as natsHeaders, type JetStreamClient, type JetStreamManager } from 'nats';
-import { DlqHeader, deadLetterRefs, type DeadLetterRefs } from './dead-letter';
-import { readableDlqSource, sameDlqSource } from './dlq-sources';
+import { DEAD_LETTER_REFS_MAX_BYTES, DlqHeader, deadLetterRefs, type DeadLetterRefs } from './dead-letter';
+import { DlqSources, readableDlqSource, sameDlqSource } from './dlq-sources';
 import { publishUnderOwnId } from './own-id-publish';
-import { RedriveSkip, checkRedriveTarget } from './redrive-rules';
+import { RedriveSkip, checkRedriveTarget, msgIdOf } from './redrive-rules';
 import { streamReader, type StoredMessage, type StreamReader } from './stream-reader';
 import { batonStreamNames } from './topology';
 
-export { RedriveSkip, checkRedriveTarget, isRefusedMessageReason, redriveTable, REFUSED_MESSAGE_REASONS, ROUTER_INBOX_CONSUMERS } from './redrive-rules';
+export {
+  RedriveSkip,
+  checkRedriveTarget,
+  isRefusedMessageReason,
+  redrivableLetter,
+  redriveTable,
+  REFUSED_MESSAGE_REASONS,
+  ROUTER_INBOX_CONSUMERS,
+} from './redrive-rules';
 export type { InboxConsumerDeclaration, RedriveRuleOptions, RedriveTableRow, RedriveTargetVerdict } from './redrive-rules';
 
 /**
@@ -25,7 +33,9 @@ export type { InboxConsumerDeclaration, RedriveRuleOptions, RedriveTableRow, Red
  *    headers are taken on trust).
  * A letter whose reason says the message itself was refused (`schema_violation`,
  * `malformed_json`…: `REFUSED_MESSAGE_REASONS`) is skipped (`message_refused`) unless the caller
- * includes refused messages (`includeRefused`): the same bytes would be refused again.
+ * includes refused messages (`includeRefused`): the same bytes would be refused again. A
+ * `refusals_suppressed` letter holds no message, only a count of them: it is skipped
+ * (`summary_letter`) with a detail saying where its messages are.
  *
  * Redrive record: after a republish a marker is appended to the DLQ stream itself on
  * `<prefix>.dlq._redriven` (a subject only the admin principal may publish; no service's
@@ -110,6 +120,57 @@ export interface DeadLetterRecord {
   digest: string;
   /** True when a verified redrive marker names this letter. */
   redriven: boolean;
+  /**
+   * A letter of the webhook consumers (`notifier-webhooks`, `notifier-mesh-webhooks`): the notice a
+   * webhook never took, read from the notice event the letter holds ({@link letterNotice}). Such a
+   * letter is never redriven: the notice is sent again with {@link noticeRedeliverCommand}.
+   */
+  notice?: DeadLetterNotice;
+}
+
+/** The notice a webhook consumer's dead letter holds: what `baton notice redeliver` takes. */
+export interface DeadLetterNotice {
+  project: string;
+  noticeId: string;
+}
+
+/** The sources whose letters are notices a webhook never took. */
+const WEBHOOK_SOURCES: ReadonlySet<string> = new Set([DlqSources.notifierWebhooks, DlqSources.notifierMeshWebhooks]);
+/** The events those consumers deliver. */
+const NOTICE_EVENTS: ReadonlySet<unknown> = new Set(['run.notice_emitted', 'mesh.notice_emitted']);
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+const objectAt = (value: unknown, key: string): Record<string, unknown> | undefined => {
+  if (typeof value !== 'object' || value === null || Array.isArray(value) || !Object.hasOwn(value, key)) return undefined;
+  const at = (value as Record<string, unknown>)[key];
+  return typeof at === 'object' && at !== null && !Array.isArray(at) ? (at as Record<string, unknown>) : undefined;
+};
+
+/**
+ * The notice of a webhook consumer's letter (source `notifier-webhooks` or
+ * `notifier-mesh-webhooks`, by its readable name): the stored `run.notice_emitted` /
+ * `mesh.notice_emitted` event it holds names the notice's id and project. Undefined for a letter of
+ * another source, and for bytes that are not such an event (cut short, not UTF-8 or JSON, over
+ * {@link DEAD_LETTER_REFS_MAX_BYTES}, ids that are not valid): never throws.
+ */
+export function letterNotice(sourceName: string, data: Uint8Array): DeadLetterNotice | undefined {
+  if (!WEBHOOK_SOURCES.has(sourceName) || data.length === 0 || data.length > DEAD_LETTER_REFS_MAX_BYTES) return undefined;
+  let event: unknown;
+  try {
+    event = JSON.parse(strictUtf8.decode(data));
+  } catch {
+    return undefined;
+  }
+  if (typeof event !== 'object' || event === null || !NOTICE_EVENTS.has((event as { type?: unknown }).type)) return undefined;
+  const notice = objectAt(objectAt(event, 'payload'), 'notice');
+  const noticeId = IdSchema.safeParse(notice?.['notice_id']);
+  const project = ProjectIdSchema.safeParse(notice?.['project']);
+  return noticeId.success && project.success ? { project: project.data, noticeId: noticeId.data } : undefined;
+}
+
+/** The command that sends a dead-lettered notice to the webhooks again (ids hold no character a shell reads). */
+export function noticeRedeliverCommand(notice: DeadLetterNotice): string {
+  return `baton notice redeliver ${notice.noticeId} --project ${notice.project}`;
 }
 
 export interface DlqFilter {
@@ -190,12 +251,6 @@ export function redriveMsgId(dlqStream: string, seq: number): string {
 
 /** Headers that must not travel with a republished message: server directives of the first publish. */
 const DROPPED_HEADERS = /^nats-(msg-id|expected-.*|rollup|ttl)$/i;
-
-/** The `Nats-Msg-Id` of stored headers (any case), or undefined. */
-function msgIdOf(headers: Readonly<Record<string, readonly string[]>>): string | undefined {
-  for (const [key, values] of Object.entries(headers)) if (/^nats-msg-id$/i.test(key)) return values[0];
-  return undefined;
-}
 
 function parseHeaderRecord(text: string | undefined): Record<string, string[]> {
   if (!text) return {};
@@ -329,7 +384,16 @@ export class DlqAdmin {
       );
     }
     const target = checkRedriveTarget(this.prefix, letter, { includeRefused: opts.includeRefused === true });
-    if (!target.ok) return skip(target.reason, target.detail);
+    if (!target.ok) {
+      // A notice a webhook never took: the command that sends it, ready to run.
+      if (letter.notice === undefined) return skip(target.reason, target.detail);
+      const command = noticeRedeliverCommand(letter.notice);
+      const placeholder = 'baton notice redeliver <notice_id> --project <p>';
+      return skip(
+        target.reason,
+        target.detail.includes(placeholder) ? target.detail.replace(placeholder, command) : `${target.detail}; send the notice again: ${command}`,
+      );
+    }
 
     if (letter.originalStream !== this.inbox || letter.originalSeq === undefined || letter.originalSeq < 1) {
       return skip(
@@ -465,6 +529,7 @@ function decodeLetter(prefix: string, msg: StoredMessage): DeadLetterRecord {
     consumer: hdr(DlqHeader.consumer),
     at: hdr(DlqHeader.at),
     truncated: optionalInt(hdr(DlqHeader.truncated)),
+    notice: letterNotice(record.sourceName, msg.data),
   };
   for (const [key, value] of Object.entries(optional)) if (value !== undefined) Object.assign(record, { [key]: value });
   return record;

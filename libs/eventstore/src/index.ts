@@ -107,7 +107,16 @@ export { durableNameFor, subjectMatches } from './subject-patterns';
 export { DlqSources, LEGACY_DLQ_SOURCES, ROUTER_DLQ_SOURCES, readableDlqSource, sameDlqSource, type DlqSource } from './dlq-sources';
 export type { DeadLetterInput, DeadLetterAck } from './dead-letter';
 export { runConsumer, classifyError } from './runner';
-export type { BatchVerdict, ConsumedMessage, ConsumerLostEvent, ConsumerRunner, ErrorClass, MessageOutcome, RunConsumerOptions } from './runner';
+export type {
+  BatchVerdict,
+  ConsumedMessage,
+  ConsumerLostEvent,
+  ConsumerRunner,
+  ErrorClass,
+  LetterGateOutcome,
+  MessageOutcome,
+  RunConsumerOptions,
+} from './runner';
 export { LruCache, type LruWeightBound } from './lru';
 export { heapWeight } from './heap-weight';
 export * from './dlq-admin';

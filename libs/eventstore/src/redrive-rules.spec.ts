@@ -1,6 +1,6 @@
 import { DeadLetterReason } from './dead-letter';
 import { DlqSources } from './dlq-sources';
-import { checkRedriveTarget, isRefusedMessageReason, REFUSED_MESSAGE_REASONS, RedriveSkip } from './redrive-rules';
+import { checkRedriveTarget, isRefusedMessageReason, redrivableLetter, REFUSED_MESSAGE_REASONS, RedriveSkip } from './redrive-rules';
 import { durableNameFor } from './subject-patterns';
 
 const prefix = 'baton';
@@ -99,5 +99,70 @@ describe('the redrive rule table: reasons that say the message itself was refuse
       reason: RedriveSkip.eventSubject,
       detail: expect.stringContaining('baton notice redeliver'),
     });
+  });
+});
+
+describe('redrivableLetter: the letters a redrive would republish, read from the same rules', () => {
+  /** The letter of a stored message, as a consumer of the inbox writes it. */
+  const stored = (over: Partial<Parameters<typeof redrivableLetter>[1]> = {}) => ({
+    source: DlqSources.routerStarts,
+    subject: 'baton.in.acme.start',
+    stream: 'BATON_INBOX',
+    reason: 'unknown_workflow',
+    headers: {},
+    ...over,
+  });
+
+  it('a stored message refused for a reason a fix elsewhere cures is redrivable, on every inbox consumer the table names', () => {
+    for (const reason of ['unknown_workflow', 'unknown_agent', 'unknown_mesh', 'not_found', 'unsupported_version', 'unknown_event_type', 'max_deliveries'])
+      expect(redrivableLetter(prefix, stored({ reason }))).toBe(true);
+    expect(redrivableLetter(prefix, stored({ source: DlqSources.routerResults, subject: 'baton.in.acme.result.bob', reason: 'not_found' }))).toBe(true);
+    expect(redrivableLetter(prefix, stored({ source: DlqSources.routerMeshTurns, subject: 'baton.in.acme.mesh_result.bob', reason: 'unknown_mesh' }))).toBe(
+      true,
+    );
+    // Its own id, in Baton's form, is no obstacle.
+    expect(redrivableLetter(prefix, stored({ headers: { 'Nats-Msg-Id': ['start:acme:wr-1'] } }))).toBe(true);
+  });
+
+  it('not when redrive would refuse it: refused for itself, a foreign id, no inbox consumer, another stream, or a core message', () => {
+    for (const reason of Object.keys(REFUSED_MESSAGE_REASONS)) expect(redrivableLetter(prefix, stored({ reason }))).toBe(false);
+    expect(redrivableLetter(prefix, stored({ headers: { 'nats-msg-id': ['start:other:wr-1'] } }))).toBe(false);
+    expect(redrivableLetter(prefix, stored({ reason: DeadLetterReason.refusalsSuppressed }))).toBe(false);
+    expect(redrivableLetter(prefix, stored({ source: DlqSources.routerAnswers, subject: 'baton.in.acme.answer' }))).toBe(false);
+    expect(redrivableLetter(prefix, stored({ source: DlqSources.routerResults }))).toBe(false);
+    expect(redrivableLetter(prefix, stored({ stream: 'BATON_EVENTS' }))).toBe(false);
+    expect(redrivableLetter(prefix, stored({ stream: 'core' }))).toBe(false);
+    expect(redrivableLetter(prefix, stored({ stream: 'core-abc', source: DlqSources.ledger, subject: 'baton.cmd.ledger.acme.claim' }))).toBe(false);
+  });
+});
+
+describe('a refusals_suppressed letter is never redriven, and its skip says truthfully what it stands for', () => {
+  const summary = (over: Partial<Parameters<typeof checkRedriveTarget>[1]>) => ({ ...result(DeadLetterReason.refusalsSuppressed), ...over });
+
+  it('of stored messages: the stream that holds them, not a core request', () => {
+    const verdict = checkRedriveTarget(prefix, summary({}), { includeRefused: true });
+    expect(verdict).toMatchObject({ ok: false, reason: RedriveSkip.summaryLetter });
+    const detail = (verdict as { detail: string }).detail;
+    expect(detail).toContain('BATON_INBOX stored them');
+    expect(detail).toContain('stored[].sequences');
+    expect(detail).not.toMatch(/core|sends it again/);
+    expect(RedriveSkip.summaryLetter).toBe('summary_letter');
+  });
+
+  it('written by an earlier version (stream core) for an inbox consumer: still stored messages, found by subject and time', () => {
+    const verdict = checkRedriveTarget(prefix, summary({ originalStream: 'core' }));
+    expect(verdict).toMatchObject({ ok: false, reason: RedriveSkip.summaryLetter });
+    expect((verdict as { detail: string }).detail).toContain('stands for messages BATON_INBOX stored and acknowledged');
+  });
+
+  it('of core messages (the ledger, its edge): no stream stores them, their senders send again', () => {
+    const edge = checkRedriveTarget(prefix, {
+      source: DlqSources.ledgerEdge,
+      subject: 'baton.edge.acme.result.bob',
+      dlqSubject: 'baton.dlq.ledger-edge',
+      originalStream: 'core',
+      reason: DeadLetterReason.refusalsSuppressed,
+    });
+    expect(edge).toMatchObject({ ok: false, reason: RedriveSkip.summaryLetter, detail: expect.stringContaining('core NATS messages no stream stores') });
   });
 });

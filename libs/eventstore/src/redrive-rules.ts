@@ -1,7 +1,8 @@
-import { RejectionCode, SubjectTable, legacyOfferDurableName, offerDurableName } from '@baton/contracts';
-import { DeadLetterReason, dlqSourceToken, isCoreRequestStream } from './dead-letter';
+import { RejectionCode, SubjectTable, Subjects, foreignMsgId, legacyOfferDurableName, offerDurableName } from '@baton/contracts';
+import { DeadLetterReason, dlqSourceToken, isCoreRequestStream, type DeadLetterInput } from './dead-letter';
 import { DlqSources, type DlqSource } from './dlq-sources';
 import { durableNameFor, subjectMatches } from './subject-patterns';
+import { batonStreamNames } from './topology';
 
 /**
  * Where `baton dlq redrive` may republish a dead letter: only to an inbox subject that the
@@ -29,6 +30,10 @@ import { durableNameFor, subjectMatches } from './subject-patterns';
  * large, another project or agent than its subject, a run id taken…): the same bytes get the same
  * refusal, so a redrive would only add another copy of the letter. Its sender publishes a
  * corrected message.
+ *
+ * Nor a `refusals_suppressed` letter (`summary_letter`): it holds no message, only how many of a
+ * sender's refusals had no letter of their own. These rules also decide which refusals may be so
+ * summed up ({@link redrivableLetter}): never one whose own letter a redrive would republish.
  */
 
 /** A service's inbox consumer whose dead letters may be redriven to the subjects it consumes. */
@@ -63,6 +68,13 @@ export const RedriveSkip = {
   sourceMismatch: 'source_mismatch',
   /** A core NATS request (`<prefix>.cmd.>`, stream `core`): no stream stores it. */
   coreRequest: 'core_request',
+  /**
+   * A `refusals_suppressed` letter: it stands for refused messages that got no letter of their
+   * own, and holds none of them (its bytes are the summary). Its detail says where they are: in the
+   * stream that stored them (its body's `stored` names the sequences), or nowhere (core messages,
+   * whose senders were answered).
+   */
+  summaryLetter: 'summary_letter',
   /** An event subject (`<prefix>.ev.>`): only the aggregate's writer appends events. */
   eventSubject: 'event_subject',
   /** An operator answer (`<prefix>.in.*.answer`, `<prefix>.in.*.mesh_answer`). */
@@ -174,6 +186,7 @@ export function checkRedriveTarget(
   letter: { source: string; subject: string; dlqSubject: string; originalStream?: string; reason?: string },
   opts: RedriveRuleOptions = {},
 ): RedriveTargetVerdict {
+  if (letter.reason === DeadLetterReason.refusalsSuppressed) return summarySkip(prefix, letter);
   const target = checkSubjectAndSource(prefix, letter);
   if (!target.ok || letter.reason === undefined || opts.includeRefused === true || !isRefusedMessageReason(letter.reason)) return target;
   return {
@@ -181,6 +194,67 @@ export function checkRedriveTarget(
     reason: RedriveSkip.messageRefused,
     detail: `${letter.reason}: the message itself is refused (${REFUSED_MESSAGE_REASONS[letter.reason]}), and would be again unchanged; fix the sender and publish a corrected message (--include-refused republishes it as it is)`,
   };
+}
+
+/**
+ * Why a `refusals_suppressed` letter is not redriven, truthfully for what it stands for: messages a
+ * stream stored (a letter naming that stream, or — written by an earlier version, which named every
+ * summary `core` — a letter of an inbox consumer: those were stored and acknowledged too), or core
+ * messages no stream stores.
+ */
+function summarySkip(prefix: string, letter: { source: string; originalStream?: string }): RedriveTargetVerdict {
+  const inboxConsumer = redriveTable(prefix).some((row) => row.source === letter.source);
+  const named = letter.originalStream !== undefined && !isCoreRequestStream(letter.originalStream) ? letter.originalStream : undefined;
+  const stream = named ?? (inboxConsumer ? batonStreamNames(prefix).inbox : undefined);
+  const head =
+    'a refusals_suppressed letter: it stands for refused messages that got no letter of their own, and holds none of them (its bytes are the summary)';
+  if (stream === undefined)
+    return {
+      ok: false,
+      reason: RedriveSkip.summaryLetter,
+      detail: `${head}; they were core NATS messages no stream stores (requests and agent edge messages), each answered on its sender's own reply subject or relayed nowhere: their senders send again`,
+    };
+  return {
+    ok: false,
+    reason: RedriveSkip.summaryLetter,
+    detail:
+      named !== undefined
+        ? `${head}; ${stream} stored them, and their reasons are ones redrive refuses: its body's stored[].sequences name them (nats stream get ${stream} <seq>); their senders publish corrected messages`
+        : `${head}; written by an earlier version, it stands for messages ${stream} stored and acknowledged, named only by its first and last subjects and times (its body): find them in ${stream} by subject and time (nats stream view ${stream} --subject <subject> --since …) and publish again those a fix has cured`,
+  };
+}
+
+/**
+ * The `Nats-Msg-Id` of stored headers (any case), or undefined: what redrive checks a message's id
+ * by (`foreignMsgId`), in {@link redrivableLetter} and `DlqAdmin.redrive`.
+ */
+export function msgIdOf(headers: Readonly<Record<string, readonly string[]>>): string | undefined {
+  for (const [key, values] of Object.entries(headers)) if (/^nats-msg-id$/i.test(key)) return values[0];
+  return undefined;
+}
+
+/**
+ * Would `baton dlq redrive` (without `--include-refused`) republish the letter of this message, the
+ * moment it is written? The same rules, nothing re-listed: {@link checkRedriveTarget} on the letter
+ * as it will be stored (its subject, source and reason: {@link REFUSED_MESSAGE_REASONS}), then what
+ * redrive checks on the original — it is in `<PREFIX>_INBOX`, and the `Nats-Msg-Id` the stream
+ * stored is not a foreign one (`msg_id_mismatch`). False for a core message (no stream stores it).
+ *
+ * A message a stream stored and acknowledged has no way back but its letter: when this is true the
+ * letter is always written whole, never summed up under a sender's budget (`RefusedLetters` in
+ * @baton/platform). A truncated letter is not foreseen here (it needs an original near the
+ * server's `max_payload`): such a message gets a letter of its own all the same.
+ */
+export function redrivableLetter(prefix: string, letter: Pick<DeadLetterInput, 'source' | 'subject' | 'stream' | 'reason' | 'headers'>): boolean {
+  if (isCoreRequestStream(letter.stream) || letter.stream !== batonStreamNames(prefix).inbox) return false;
+  const verdict = checkRedriveTarget(prefix, {
+    source: letter.source,
+    subject: letter.subject,
+    dlqSubject: Subjects.deadLetter(prefix, dlqSourceToken(letter.source)),
+    originalStream: letter.stream,
+    reason: letter.reason,
+  });
+  return verdict.ok && foreignMsgId(prefix, letter.subject, msgIdOf(letter.headers ?? {})) === null;
 }
 
 /** The subject and source rules of {@link checkRedriveTarget}. */

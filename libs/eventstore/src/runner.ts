@@ -28,11 +28,18 @@ export interface ConsumedMessage {
 export type MessageOutcome =
   | { kind: 'acked'; msg: ConsumedMessage }
   | { kind: 'retry'; msg: ConsumedMessage; delayMs: number; error: unknown }
-  /** `gated`: its letter went through `letterGate`, which logged it (or counted it for its sender's summary): no second line. */
-  | { kind: 'dead_lettered'; msg: ConsumedMessage; reason: string; error: unknown; gated: boolean }
+  /**
+   * `gated`: its letter went through `letterGate`, which logged it (or counted it for its sender's
+   * summary): no second line. `suppressed`: it has no letter of its own, only its count in its
+   * sender's `refusals_suppressed` letter (`baton_events_handled_total` counts it as `suppressed`).
+   */
+  | { kind: 'dead_lettered'; msg: ConsumedMessage; reason: string; error: unknown; gated: boolean; suppressed: boolean }
   | { kind: 'dead_letter_failed'; msg: ConsumedMessage; delayMs: number; error: unknown }
   /** Given up on without a dead letter (`deadLetters: false`): terminated, never redelivered. */
   | { kind: 'terminated'; msg: ConsumedMessage; reason: string; error: unknown };
+
+/** What a `letterGate` did with a letter: wrote it, or counted it in its sender's `refusals_suppressed` letter. */
+export type LetterGateOutcome = 'written' | 'suppressed';
 
 export interface RunConsumerOptions {
   js: JetStreamClient;
@@ -123,10 +130,11 @@ export interface RunConsumerOptions {
    * Where the letter of a message given up on goes: null writes it as usual; a promise means the
    * gate took it — wrote it, or counted it toward its sender's summary (a per-sender budget for
    * messages from outside: `RefusedLetters` in @baton/platform), and logged what it did — and
-   * settles when that is done; a rejection is a failed write, handled as one (the message is
-   * delivered again). The outcome says `gated`, so the letter is not logged twice.
+   * settles when that is done, with what it did; a rejection is a failed write, handled as one
+   * (the message is delivered again). The outcome says `gated`, so the letter is not logged twice,
+   * and `suppressed` when the message has no letter of its own.
    */
-  letterGate?: (msg: ConsumedMessage, letter: DeadLetterInput) => Promise<void> | null;
+  letterGate?: (msg: ConsumedMessage, letter: DeadLetterInput) => Promise<LetterGateOutcome> | null;
   /**
    * How long after an ack (or term) the runner reads the consumer's ack floor from the server, in
    * ms (default 1000; at most one read per interval). The floor is where a lost durable restarts.
@@ -376,11 +384,11 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
         consumer: msg.consumer,
       };
       const gated = opts.letterGate?.(msg, letter) ?? null;
-      await (gated ?? deadLetter(opts.js, letter));
+      const outcome: LetterGateOutcome = gated === null ? (await deadLetter(opts.js, letter), 'written') : await gated;
       // No reason string: `+TERM <reason>` is only understood from server 2.10.4 on.
       msg.raw.term();
       sampleFloor();
-      report({ kind: 'dead_lettered', msg, reason, error, gated: gated !== null });
+      report({ kind: 'dead_lettered', msg, reason, error, gated: gated !== null, suppressed: outcome === 'suppressed' });
     } catch (dlqError) {
       const delayMs = delayFor(msg.deliveryCount);
       msg.raw.nak(delayMs);

@@ -254,8 +254,9 @@ describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
     expect(await seqs('--handoff', 'ho-1')).toEqual([1]);
     expect(await seqs('--handoff', 'ho-1', '--run', 'wr-2')).toEqual([]);
 
-    // --json is one object per letter, as before.
+    // --json is one object per letter, as before (plus `notice`, null but for a webhook consumer's letter).
     const [letter] = await json<Array<Record<string, unknown>>>('dlq', 'list', '--run', 'wr-1', '--project', 'p1', '--json');
+    expect(letter!['notice']).toBeNull();
     expect(Object.keys(letter!).sort()).toEqual(
       [
         'seq',
@@ -271,6 +272,7 @@ describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
         'consumer',
         'at',
         'redriven',
+        'notice',
         'digest',
         'headers',
         'bytes',
@@ -346,5 +348,74 @@ describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
   it('dlq with no subcommand prints its usage and exits 2; an unknown subcommand is a usage error', async () => {
     expect((await baton('dlq')).code).toBe(2);
     expect((await baton('dlq', 'purge')).code).toBe(2);
+  });
+
+  it('a notice a webhook never took (notifier-webhooks, notifier-mesh-webhooks): list shows its project and notice id (text and --json), show prints the ready-to-run baton notice redeliver', async () => {
+    const notice = {
+      notice_id: 'nt-r-res-wr-7',
+      project: 'shop',
+      workflow_run_id: 'wr-7',
+      reason: 'hold',
+      recipient: { handle: 'olga', source: 'started_by' },
+      headline: 'needs a person',
+      step: null,
+      agent: null,
+      created_at: '2025-01-01T00:00:00.000Z',
+    };
+    // The stored notice event, dead-lettered as the notifier's webhook consumer does it.
+    const event = {
+      id: 'ev-7',
+      type: 'run.notice_emitted',
+      version: 1,
+      aggregate: { kind: 'run', id: 'wr-7' },
+      project: 'shop',
+      occurredAt: '2025-01-01T00:00:00.000Z',
+      actor: 'router',
+      origin: 'engine',
+      causationId: null,
+      correlationId: 'wr-7',
+      payload: { notice },
+    };
+    const subject = `${prefix}.ev.shop.run.wr-7`;
+    const data = encoder.encode(JSON.stringify(event));
+    const stored = await nats.js.publish(subject, data);
+    await deadLetter(nats.js, {
+      prefix,
+      source: 'notifier-webhooks',
+      reason: 'max_deliveries',
+      detail: 'TransientError: webhook delivery failed for 0123456789abcdef (connection_refused: connect ECONNREFUSED 10.0.0.7:443)',
+      subject,
+      data,
+      deliveries: 21,
+      stream: batonStreamNames(prefix).events,
+      seq: stored.seq,
+    });
+    const command = 'baton notice redeliver nt-r-res-wr-7 --project shop';
+
+    const listed = await json<Array<Record<string, unknown>>>('dlq', 'list', '--json');
+    expect(listed.map((l) => [l['seq'], l['source'], l['notice']])).toEqual([
+      [1, RESULTS_SOURCE, null],
+      [2, 'ledger', null],
+      [3, 'notifier-webhooks', { project: 'shop', notice_id: 'nt-r-res-wr-7', redeliver: command }],
+    ]);
+    const table = await baton('dlq', 'list', '--source', 'notifier-webhooks');
+    const [header, row, ...rest] = table.out.split('\n');
+    expect(header).toMatch(/PROJECT\s+NOTICE$/);
+    expect(row).toMatch(/^3\s+max_deliveries\s+notifier-webhooks\s.*\sshop\s+nt-r-res-wr-7$/);
+    expect(rest.join('\n')).toContain('baton notice redeliver <notice> --project <project>');
+    // Other letters: no notice, and no hint.
+    const others = await baton('dlq', 'list', '--source', 'ledger');
+    expect(others.out).not.toContain('notice redeliver');
+
+    const shown = await baton('dlq', 'show', '3');
+    expect(shown.out).toMatch(/^project:\s+shop$/m);
+    expect(shown.out).toMatch(/^notice:\s+nt-r-res-wr-7$/m);
+    expect(shown.out).toContain(`once the receiver is fixed, send it again:\n  ${command}\n`);
+    expect((await json<Record<string, unknown>>('dlq', 'show', '3', '--json'))['notice']).toEqual({
+      project: 'shop',
+      notice_id: 'nt-r-res-wr-7',
+      redeliver: command,
+    });
+    expect((await baton('dlq', 'show', '1')).out).not.toContain('notice redeliver');
   });
 });

@@ -2,6 +2,7 @@ import {
   DlqAdmin,
   DlqSources,
   LEGACY_DLQ_SOURCES,
+  noticeRedeliverCommand,
   RedriveSkip,
   REFUSED_MESSAGE_REASONS,
   StreamNotFound,
@@ -42,6 +43,8 @@ function letterJson(letter: DeadLetterRecord): Record<string, unknown> {
     consumer: letter.consumer ?? null,
     at: letter.at ?? null,
     redriven: letter.redriven,
+    // A webhook letter's notice (null for every other letter): the command that sends it again.
+    notice: letter.notice ? { project: letter.notice.project, notice_id: letter.notice.noticeId, redeliver: noticeRedeliverCommand(letter.notice) } : null,
     digest: letter.digest,
     headers: letter.headers,
     bytes: letter.data.length,
@@ -106,9 +109,13 @@ Letters written before these names carry the consumer's durable name (e.g.
 router__prefix__in_any_result_any_4f0c0a3d for router-results): list shows the readable name,
 and --source with either name finds both.
 
-  list      one line per dead letter (seq, reason, source, original subject, size, redriven)
+  list      one line per dead letter (seq, reason, source, original subject, size, redriven;
+            for a letter of notifier-webhooks / notifier-mesh-webhooks — a notice a webhook never
+            took — the notice's project and id; --json: notice {project, notice_id, redeliver},
+            null for other letters)
   show      one dead letter in full: reason, detail, original subject and headers, the bytes as
-            text (or base64 when they are not UTF-8)
+            text (or base64 when they are not UTF-8); for a notice a webhook never took, the
+            command that sends it again: baton notice redeliver <notice> --project <project>
   redrive   republish the dead letters that may be redriven, each to its original subject, and
             report every letter: redriven, duplicate, or skipped with its reason. A letter is
             republished only when
@@ -233,10 +240,17 @@ export const dlqCommand: Command = {
               { header: 'bytes', value: (l) => l.data.length },
               { header: 'at', value: (l) => l.at },
               { header: 'redriven', value: (l) => (l.redriven ? 'yes' : 'no') },
+              // A webhook letter is a notice a webhook never took: its project and id, whole (they are what `notice redeliver` takes).
+              { header: 'project', value: (l) => l.notice?.project, whole: true },
+              { header: 'notice', value: (l) => l.notice?.noticeId, whole: true },
             ],
             '(no dead letters)',
           ),
         );
+        if (letters.some((l) => l.notice !== undefined))
+          ctx.io.stdout.write(
+            'letters with a notice are notices a webhook never took (never redriven): once the receiver is fixed, baton notice redeliver <notice> --project <project>\n',
+          );
         return ExitCode.ok;
       }
       case 'show': {
@@ -267,12 +281,17 @@ export const dlqCommand: Command = {
             deliveries: letter.deliveries,
             at: letter.at,
             redriven: letter.redriven ? 'yes' : 'no',
+            ...(letter.notice !== undefined ? { project: letter.notice.project, notice: letter.notice.noticeId } : {}),
             headers: letter.headers,
             bytes: letter.data.length,
           }),
         );
         const text = json['data_text'];
         ctx.io.stdout.write(typeof text === 'string' ? `--- data (text) ---\n${text}\n` : `--- data (base64) ---\n${String(json['data_base64'])}\n`);
+        if (letter.notice !== undefined)
+          ctx.io.stdout.write(
+            `--- a notice a webhook never took (never redriven) ---\nnotice ${letter.notice.noticeId} of project ${letter.notice.project}; once the receiver is fixed, send it again:\n  ${noticeRedeliverCommand(letter.notice)}\n`,
+          );
         return ExitCode.ok;
       }
       case 'redrive': {

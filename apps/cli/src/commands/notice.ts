@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { callApi, replyOf, throwRefusal } from '../api';
+import { apiErrorOf, callApi, replyOf, throwRefusal, type ApiReply } from '../api';
 import type { Command } from '../command';
 import { parseCommandArgs, str } from '../command';
 import { ExitCode, UsageError } from '../errors';
@@ -15,6 +15,40 @@ const RedeliveryReplyShape = z.object({
   skipped: z.array(z.string()),
 });
 
+/** The `details` of a redelivery's 502 (`webhook_delivery_failed`, `webhook_partially_delivered`): which webhooks took it, which did not and why. */
+const WebhookRefusalShape = z.object({
+  delivered: z.array(z.string()).default([]),
+  skipped: z.array(z.string()).default([]),
+  busy: z.array(z.string()).default([]),
+  failed: z.array(z.object({ target: z.string(), reason: z.string().optional(), error: z.string() })).default([]),
+});
+
+/** The API's codes of a redelivery some webhook did not take. */
+const PARTIAL = 'webhook_partially_delivered';
+const FAILED = 'webhook_delivery_failed';
+
+/**
+ * One line per webhook of a redelivery some webhook did not take (text output): which took it now,
+ * which had it, which another sender is delivering it to, and which failed, with the reason. Empty
+ * for any other refusal, or details the command cannot read.
+ */
+function webhookLines(reply: ApiReply, noticeId: string, project: string): string {
+  const error = apiErrorOf(reply.body);
+  if (error === null || (error.code !== PARTIAL && error.code !== FAILED)) return '';
+  const details = WebhookRefusalShape.safeParse(error.details ?? {});
+  if (!details.success) return '';
+  const { delivered, skipped, busy, failed } = details.data;
+  const all = delivered.length + skipped.length + busy.length + failed.length;
+  const lines = [
+    `notice ${noticeId} (project ${project}): ${delivered.length} of ${all} webhook(s) took it now, ${failed.length} failed`,
+    ...delivered.map((target) => `  delivered  ${target}`),
+    ...skipped.map((target) => `  had it     ${target}`),
+    ...busy.map((target) => `  busy       ${target} (another sender is delivering it)`),
+    ...failed.map((f) => `  failed     ${f.target}  ${f.reason !== undefined ? `${f.reason}: ` : ''}${f.error}`),
+  ];
+  return `${lines.join('\n')}\n`;
+}
+
 export const noticeCommand: Command = {
   name: 'notice',
   summary: "send a human action notice to the project's webhooks again (one whose delivery was given up on)",
@@ -29,8 +63,18 @@ receiver is fixed, this delivers it, signed as the notifier signs every delivery
 already took the notice is not called again, so running it twice is harmless.
 
 Exit 0: delivered now, or already delivered to every webhook serving the project. Exit 1 with the
-API's code: webhook_delivery_failed (a webhook still failed: --json prints which and why),
-no_webhooks (no webhook serves the project), not_found, role_forbidden.
+API's code:
+  webhook_partially_delivered  some webhooks took it now, another still failed: a partial
+                               success (run it again once that receiver is fixed: those that
+                               took it are skipped)
+  webhook_delivery_failed      no webhook took it now, and one still failed
+  delivery_in_progress         another sender is delivering it to a webhook this moment
+  no_webhooks, not_found, role_forbidden
+For the first two, one line per webhook says which took it (delivered), had it, and failed with
+the reason (connection_refused, connection_reset, dns_failed, tls_failed, timeout, http_status…
+see docs/errors.md) and what happened; --json prints the API's reply, error.details.delivered and
+error.details.failed[] { target, reason, error, status? }. Webhooks are named by id: the first 16
+hex digits of the SHA-256 of their URL.
 
 Options:
   --project <p>   the notice's project (required: notice ids are unique only within a project)
@@ -48,8 +92,27 @@ Options:
     if (given === undefined) throw new UsageError('--project is required: a notice id is unique only within its project');
     const project = projectArg(given);
     const json = args.values['json'] === true;
-    const reply = await callApi(ctx, 'POST', `/v1/projects/${encodeURIComponent(project)}/notices/${encodeURIComponent(noticeId)}/redeliver`, {});
-    if (!reply.ok) throwRefusal(ctx, reply, json, 'notice', noticeId, `notice ${noticeId} was not redelivered`);
+    const reply = await callApi(
+      ctx,
+      'POST',
+      `/v1/projects/${encodeURIComponent(project)}/notices/${encodeURIComponent(noticeId)}/redeliver`,
+      {},
+      {
+        unsent: `the redelivery of notice ${noticeId} was not asked for`,
+      },
+    );
+    if (!reply.ok) {
+      if (!json) ctx.io.stdout.write(webhookLines(reply, noticeId, project));
+      const partial = apiErrorOf(reply.body)?.code === PARTIAL;
+      throwRefusal(
+        ctx,
+        reply,
+        json,
+        'notice',
+        noticeId,
+        partial ? `notice ${noticeId} was redelivered only in part` : `notice ${noticeId} was not redelivered`,
+      );
+    }
     const sent = replyOf(reply, RedeliveryReplyShape);
     if (json) printJson(ctx.io, reply.body);
     else

@@ -4,6 +4,7 @@ import type { Principal } from '../auth/roles';
 import type { BatonViews } from '@baton/projections';
 import { assertCanAnswer, assertVisible } from '../auth/scope';
 import { WebhookDelivery } from '../notices/webhook-delivery';
+import { failureText } from '../notices/webhook-sender';
 import { NOTIFIER_CONFIG, type NotifierConfig } from '../notifier.config';
 import { BATON_VIEWS } from '../projection/tokens';
 import { ApiError, notFound } from './http';
@@ -30,7 +31,10 @@ export interface NoticeRedeliveryReply {
  * `not_found` (no such notice in a project the token may see), 403 `role_forbidden` (a viewer),
  * 409 `no_webhooks` (no webhook serves the project), 409 `delivery_in_progress` (another sender is
  * delivering it to a webhook this moment: one sender per notice and webhook at a time), 502
- * `webhook_delivery_failed` (a webhook still failed: `details` names each, with what came back).
+ * `webhook_delivery_failed` (no webhook took it now and one still failed) or 502
+ * `webhook_partially_delivered` (some took it now, one still failed): `details` names the webhooks
+ * that took it (`delivered`), had it (`skipped`), are being sent it elsewhere (`busy`) and failed
+ * (`failed`, each with its `reason` code, `error` text and `status` for an HTTP answer).
  */
 @Injectable()
 export class NoticeRedelivery {
@@ -56,20 +60,31 @@ export class NoticeRedelivery {
     // In the notice's own field order, as the consumer sends it (the projection keeps keys sorted).
     const notice = HumanActionNoticeSchema.parse(stored);
     const report = await sender.deliver(notice, this.config.NOTIFIER_WEBHOOK_MAX_ATTEMPTS + 1);
+    // What else came of it, after the refusal's own words.
+    const also = [
+      ...(report.skipped.length > 0 ? [`; ${report.skipped.join(', ')} had it already`] : []),
+      ...(report.busy.length > 0 ? [`; ${report.busy.join(', ')} being sent it right now by another sender`] : []),
+    ].join('');
     if (report.failed.length > 0) {
-      throw new ApiError(
-        HttpStatus.BAD_GATEWAY,
-        'webhook_delivery_failed',
-        `notice ${noticeId} of ${project} did not reach ${report.failed.map((f) => `${f.target} (${f.error})`).join(', ')}`,
-        [],
-        { failed: report.failed, delivered: report.delivered, skipped: report.skipped, busy: report.busy },
-      );
+      const failed = report.failed.map(failureText).join(', ');
+      const details = { failed: report.failed, delivered: report.delivered, skipped: report.skipped, busy: report.busy };
+      // Some webhook took it now: a partial success, its own code, so a client tells it from nothing delivered.
+      if (report.delivered.length > 0)
+        throw new ApiError(
+          HttpStatus.BAD_GATEWAY,
+          'webhook_partially_delivered',
+          `notice ${noticeId} of ${project} reached ${report.delivered.join(', ')} now, but not ${failed}${also}; ask again once the receiver is fixed (the webhooks that took it are skipped)`,
+          [],
+          details,
+        );
+      throw new ApiError(HttpStatus.BAD_GATEWAY, 'webhook_delivery_failed', `notice ${noticeId} of ${project} did not reach ${failed}${also}`, [], details);
     }
     if (report.busy.length > 0) {
+      const reached = report.delivered.length > 0 ? `; it reached ${report.delivered.join(', ')} now` : '';
       throw new ApiError(
         HttpStatus.CONFLICT,
         'delivery_in_progress',
-        `notice ${noticeId} of ${project} is being delivered to ${report.busy.join(', ')} right now (by the notifier or another request): not sent twice; ask again to see whether it took`,
+        `notice ${noticeId} of ${project} is being delivered to ${report.busy.join(', ')} right now (by the notifier or another request): not sent twice; ask again to see whether it took${reached}`,
         [],
         { busy: report.busy, delivered: report.delivered, skipped: report.skipped },
       );

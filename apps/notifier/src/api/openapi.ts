@@ -27,6 +27,7 @@ import {
   StopsPageSchema,
   StopsQuerySchema,
 } from './schemas';
+import { WEBHOOK_FAILURE_REASONS, type WebhookFailureReason } from '../notices/webhook-sender';
 
 type JsonSchema = Record<string, unknown>;
 
@@ -42,6 +43,26 @@ const json = (schema: z.ZodType, description: string) => ({
   content: { 'application/json': { schema: allowingUnlistedProperties(schemaOf(schema, 'output')) } },
 });
 const error = (description: string) => json(ErrorBodySchema, description);
+/** The 502 of a notice redelivery: which webhooks took the notice and which did not, and why. */
+const WebhookRedeliveryRefusalSchema = ErrorBodySchema.extend({
+  error: ErrorBodySchema.shape.error.extend({
+    code: z.enum(['webhook_delivery_failed', 'webhook_partially_delivered']),
+    details: z.object({
+      delivered: z.array(z.string()).describe('webhooks (by id) that answered 2xx to this request'),
+      failed: z.array(
+        z.object({
+          target: z.string().describe('the webhook (by id: the first 16 hex digits of the SHA-256 of its URL)'),
+          reason: z.enum(WEBHOOK_FAILURE_REASONS.map((r) => r.code) as [WebhookFailureReason, ...WebhookFailureReason[]]),
+          error: z.string().describe('what happened, for a person: `HTTP 503`, `connect ECONNREFUSED 10.0.0.7:443`, `read ECONNRESET`…'),
+          status: z.number().int().optional().describe('`http_status`: the status the webhook answered'),
+        }),
+      ),
+      skipped: z.array(z.string()).describe('webhooks that had taken it before: not called'),
+      busy: z.array(z.string()).describe('webhooks another sender is delivering it to this moment: not called twice'),
+    }),
+  }),
+});
+
 /** The 503 of a route that relays a ledger command: it may have been applied; retry with the same key. */
 const NO_LEDGER_ANSWERED =
   'no ledger answered in time (`timeout`, `no_responders`): the command may have been applied. `details.idempotency_key` is the key it was sent with (generated when the request had none) and `Retry-After` says when to send it again with that key';
@@ -395,8 +416,9 @@ export function buildOpenApiDocument(): object {
             '409': error(
               '`no_webhooks`: no webhook of `NOTIFIER_WEBHOOKS` serves the project; `delivery_in_progress`: another sender (the consumer, another request) is delivering it to a webhook this moment (`error.details.busy`)',
             ),
-            '502': error(
-              '`webhook_delivery_failed`: a webhook still failed; `error.details.failed` names each (`target`, `error`: `HTTP 503`, a timeout…), with `delivered` and `skipped`',
+            '502': json(
+              WebhookRedeliveryRefusalSchema,
+              '`webhook_delivery_failed`: no webhook took it now and one still failed; `webhook_partially_delivered`: some took it now (`error.details.delivered`) and one still failed — a partial success. `error.details.failed` names each webhook that failed (`target`), why (`reason`: a stable code, see docs/errors.md), what happened (`error`: `HTTP 503`, `connect ECONNREFUSED …`) and, for an HTTP answer, its `status`; `skipped` those that had it, `busy` those another sender is delivering it to',
             ),
           },
         },

@@ -13,13 +13,27 @@ import {
   deadLetterLogFields,
 } from '@baton/eventstore';
 import { RUNTIME, type ServiceConfig, type ServiceRuntime } from '@baton/platform';
-import { NOTIFIER_CONFIG, webhookBackoff, type NotifierConfig } from '../notifier.config';
-import { WebhookSender } from './webhook-sender';
+import { NOTIFIER_CONFIG, webhookBackoff, webhookRetryWindowMs, type NotifierConfig } from '../notifier.config';
+import { failureText, WebhookSender, type DeliveryFailure } from './webhook-sender';
 
 /** The notifier's durable consumer that delivers run notices to webhooks. */
 export const WEBHOOK_DURABLE = 'notifier_webhooks';
 /** The one that delivers mesh notices (a second consumer: nats-server 2.9 takes one filter per consumer). */
 export const MESH_WEBHOOK_DURABLE = 'notifier_webhooks_mesh';
+
+/**
+ * Most notices of each consumer delivered and not yet taken by every webhook at once: those waiting
+ * for their next try count (a naked message stays pending until NATS delivers it again), so a
+ * receiver down for the whole retry window holds up to this many before new notices wait too.
+ */
+export const WEBHOOK_MAX_ACK_PENDING = 10_000;
+
+/** A delivery some webhook did not take: retried by the consumer, each failure with its reason. */
+export class WebhookDeliveryError extends TransientError {
+  constructor(readonly failures: readonly DeliveryFailure[]) {
+    super(`webhook delivery failed for ${failures.map(failureText).join(', ')}`);
+  }
+}
 
 /** The aggregate kinds whose notices reach webhooks, each with its consumer and notice event. */
 const NOTICE_SOURCES = [
@@ -35,10 +49,15 @@ const NOTICE_SOURCES = [
  * {@link WebhookSender} posts it, signed, to each matching webhook. When a webhook fails the
  * message is naked with exponential backoff (NOTIFIER_WEBHOOK_BACKOFF_MS doubling up to
  * NOTIFIER_WEBHOOK_BACKOFF_MAX_MS) and redelivered; webhooks that already answered 2xx are
- * skipped (deduplicated by project and notice id). After NOTIFIER_WEBHOOK_MAX_ATTEMPTS deliveries the message
- * is dead-lettered (`<prefix>.dlq.notifier-webhooks`, or `notifier-mesh-webhooks`, reason `max_deliveries`). The consumer
- * survives restarts, so a notice whose delivery was cut short by a crash is delivered after it.
- * With no webhooks configured nothing is created.
+ * skipped (deduplicated by project and notice id). The delay is NATS's (a nak with a delay): no
+ * message is held in process while it waits, so a delay of minutes never runs into the ack wait,
+ * and a restart keeps the schedule; a call in progress sends in-progress signals (the runner's).
+ * After NOTIFIER_WEBHOOK_MAX_ATTEMPTS deliveries — {@link webhookRetryWindowMs} after the first, over
+ * an hour with the defaults — the message is dead-lettered (`<prefix>.dlq.notifier-webhooks`, or
+ * `notifier-mesh-webhooks`, reason `max_deliveries`), its detail naming each webhook that failed
+ * with its reason (`connection_refused`, `http_status`…). The consumer survives restarts, so a
+ * notice whose delivery was cut short by a crash is delivered after it. With no webhooks
+ * configured nothing is created.
  */
 @Injectable()
 export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -70,7 +89,7 @@ export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicatio
         filterSubject: Subjects.aggregateKind(prefix, kind),
         deliverFrom: 'new' as const,
         ackWaitMs: Math.max(30_000, this.config.NOTIFIER_WEBHOOK_TIMEOUT_MS * 3),
-        maxAckPending: 256,
+        maxAckPending: WEBHOOK_MAX_ACK_PENDING,
         description: `notifier: human action notices of ${kind} aggregates to webhooks`,
       })),
     });
@@ -95,12 +114,12 @@ export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicatio
               attempt: outcome.msg.deliveryCount,
               delay_ms: outcome.delayMs,
               error: String(outcome.error),
+              ...(outcome.error instanceof WebhookDeliveryError ? { failures: outcome.error.failures } : {}),
             });
           // The services' one dead-letter line (docs/sre.md): source, reason, project, trace and the ids the notice names.
           if (outcome.kind === 'dead_lettered')
-            logger.error(
-              'webhook delivery gave up (dead-lettered)',
-              deadLetterLogFields({
+            logger.error('webhook delivery gave up (dead-lettered)', {
+              ...deadLetterLogFields({
                 prefix,
                 source,
                 durable,
@@ -111,7 +130,8 @@ export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicatio
                 headers: outcome.msg.headers,
                 data: outcome.msg.data,
               }),
-            );
+              ...(outcome.error instanceof WebhookDeliveryError ? { failures: outcome.error.failures } : {}),
+            });
         },
         onError: (error) => logger.error('webhook consumer pull failed', { durable, error: String(error) }),
         onConsumerLost: (event) =>
@@ -123,7 +143,12 @@ export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicatio
           }),
       }),
     );
-    logger.info('webhook delivery started', { webhooks: targets.length, durables: NOTICE_SOURCES.map((source) => source.durable) });
+    logger.info('webhook delivery started', {
+      webhooks: targets.length,
+      durables: NOTICE_SOURCES.map((source) => source.durable),
+      max_attempts: this.config.NOTIFIER_WEBHOOK_MAX_ATTEMPTS,
+      retry_window_ms: webhookRetryWindowMs(this.config),
+    });
   }
 
   private async handle(msg: ConsumedMessage, noticeType: (typeof NOTICE_SOURCES)[number]['type']): Promise<void> {
@@ -141,9 +166,7 @@ export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicatio
       attempt: msg.deliveryCount,
     };
     if (report.delivered.length > 0) this.runtime.logger.info('notice delivered to webhooks', { ...log, webhooks: report.delivered, skipped: report.skipped });
-    if (report.failed.length > 0) {
-      throw new TransientError(`webhook delivery failed for ${report.failed.map((f) => `${f.target} (${f.error})`).join(', ')}`);
-    }
+    if (report.failed.length > 0) throw new WebhookDeliveryError(report.failed);
     // Another sender is delivering it to these right now (an operator's redelivery): look again
     // later, and call them then only if that delivery did not take.
     if (report.busy.length > 0) throw new TransientError(`webhook delivery under way elsewhere for ${report.busy.join(', ')}`);

@@ -8,6 +8,39 @@ import type { WebhookTarget } from '../notifier.config';
 /** How long a delivered notice is remembered per webhook (so replays and redeliveries skip it). */
 export const DELIVERED_TTL_SEC = 30 * 24 * 3600;
 
+/**
+ * Why a call of a webhook failed, each a stable code (docs/errors.md, "webhook failure reasons"),
+ * and the error codes of Node's fetch (the `cause` of its `TypeError: fetch failed`) each stands
+ * for. `tls_failed` also takes every certificate and TLS code (`CERT_*`, `*_CERT_*`, `ERR_TLS_*`,
+ * `ERR_SSL_*`); `request_failed` is anything else, its text saying what.
+ */
+export const WEBHOOK_FAILURE_REASONS = [
+  /** The webhook answered, with a status outside 2xx (a redirect too: never followed). */
+  { code: 'http_status', causes: [] },
+  { code: 'connection_refused', causes: ['ECONNREFUSED'] },
+  /** The connection was reset or closed before the answer came (`other side closed`). */
+  { code: 'connection_reset', causes: ['ECONNRESET', 'EPIPE', 'ECONNABORTED', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED'] },
+  { code: 'dns_failed', causes: ['ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NODATA', 'EAI_NONAME'] },
+  { code: 'network_unreachable', causes: ['EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN', 'ENETDOWN', 'EADDRNOTAVAIL'] },
+  { code: 'tls_failed', causes: ['EPROTO', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'SELF_SIGNED_CERT_IN_CHAIN', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'CERT_HAS_EXPIRED'] },
+  /** No answer within NOTIFIER_WEBHOOK_TIMEOUT_MS, or the connection could not be made in time. */
+  { code: 'timeout', causes: ['ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'] },
+  { code: 'request_failed', causes: [] },
+] as const;
+/** Why a call of a webhook failed ({@link WEBHOOK_FAILURE_REASONS}). */
+export type WebhookFailureReason = (typeof WEBHOOK_FAILURE_REASONS)[number]['code'];
+
+/** One webhook that did not take the notice: why (a stable code), what happened (text), and the status it answered. */
+export interface DeliveryFailure {
+  /** The webhook's id ({@link targetId}). */
+  target: string;
+  reason: WebhookFailureReason;
+  /** What happened, for a person: `HTTP 503`, `connect ECONNREFUSED 10.0.0.7:443`, `read ECONNRESET`… */
+  error: string;
+  /** `http_status`: the status the webhook answered. */
+  status?: number;
+}
+
 /** What one delivery pass did, per webhook (by target id). */
 export interface DeliveryReport {
   delivered: string[];
@@ -15,7 +48,68 @@ export interface DeliveryReport {
   skipped: string[];
   /** Being delivered by another sender right now (the consumer, another notifier, a redelivery): not called twice at once. */
   busy: string[];
-  failed: Array<{ target: string; error: string }>;
+  failed: DeliveryFailure[];
+}
+
+/** One failure as a log line or a letter's detail says it: `<webhook> (<reason>: <text>)`. */
+export function failureText(failure: DeliveryFailure): string {
+  return `${failure.target} (${failure.reason}: ${failure.error})`;
+}
+
+const REASON_OF_CAUSE = new Map<string, WebhookFailureReason>(
+  WEBHOOK_FAILURE_REASONS.flatMap(({ code, causes }) => causes.map((cause) => [cause, code] as const)),
+);
+/** The codes of a certificate or TLS failure not listed by name (OpenSSL's verify codes, Node's TLS codes). */
+const TLS_CODE = /(^|_)CERT(_|$)|^ERR_(TLS|SSL)_|^ERR_OSSL_|^HOSTNAME_MISMATCH$/;
+/** How long a failure's text may be (an OpenSSL message can run on). */
+const FAILURE_TEXT_CHARS = 300;
+
+interface ErrorLike {
+  name?: unknown;
+  message?: unknown;
+  code?: unknown;
+  cause?: unknown;
+  errors?: unknown;
+}
+
+/** `error` and what lies under it: its `cause` chain and, for an AggregateError (several addresses tried), its first error. */
+function errorChain(error: unknown): ErrorLike[] {
+  const chain: ErrorLike[] = [];
+  for (let at: unknown = error; typeof at === 'object' && at !== null && chain.length < 6; ) {
+    const e = at as ErrorLike;
+    chain.push(e);
+    at = e.cause ?? (Array.isArray(e.errors) ? (e.errors as unknown[])[0] : undefined);
+  }
+  return chain;
+}
+
+const oneLine = (text: string) => {
+  const line = text.replace(/\s+/g, ' ').trim();
+  return line.length > FAILURE_TEXT_CHARS ? `${line.slice(0, FAILURE_TEXT_CHARS - 1)}…` : line;
+};
+
+/**
+ * Why a call that threw failed: Node's fetch throws `TypeError: fetch failed` for every network
+ * failure, the cause (`ECONNREFUSED`, `UND_ERR_SOCKET`, a certificate code…) in its `cause`; the
+ * timeout of the call's AbortSignal is a `TimeoutError`. The reason is read from the first code in
+ * the chain, the text from the error that carries it.
+ */
+export function failureOf(error: unknown, timeoutMs: number): { reason: WebhookFailureReason; error: string } {
+  const chain = errorChain(error);
+  if (chain.some((e) => e.name === 'TimeoutError')) return { reason: 'timeout', error: `no answer within ${timeoutMs} ms (NOTIFIER_WEBHOOK_TIMEOUT_MS)` };
+  const coded = chain.find((e) => typeof e.code === 'string' && e.code !== '');
+  if (coded !== undefined) {
+    const code = coded.code as string;
+    const message = typeof coded.message === 'string' ? coded.message : '';
+    const reason = REASON_OF_CAUSE.get(code) ?? (TLS_CODE.test(code) ? 'tls_failed' : 'request_failed');
+    return { reason, error: oneLine(message.includes(code) ? message : message === '' ? code : `${code}: ${message}`) };
+  }
+  const last = chain.at(-1);
+  const text =
+    last === undefined
+      ? String(error)
+      : chain.map((e) => (typeof e.message === 'string' ? `${typeof e.name === 'string' ? `${e.name}: ` : ''}${e.message}` : String(e))).join(': ');
+  return { reason: 'request_failed', error: oneLine(text) };
 }
 
 /** Deletes a webhook's in-flight lock only when this sender still holds it (its token). */
@@ -129,13 +223,13 @@ export class WebhookSender {
       });
       await response.arrayBuffer().catch(() => undefined);
       if (response.status < 200 || response.status >= 300) {
-        report.failed.push({ target: id, error: `HTTP ${response.status}` });
+        report.failed.push({ target: id, reason: 'http_status', error: `HTTP ${response.status}`, status: response.status });
         return;
       }
       await this.options.redis.set(key, String(timestamp), 'EX', DELIVERED_TTL_SEC);
       report.delivered.push(id);
     } catch (error) {
-      report.failed.push({ target: id, error: error instanceof Error ? `${error.name}: ${error.message}` : String(error) });
+      report.failed.push({ target: id, ...failureOf(error, this.options.timeoutMs) });
     }
   }
 }

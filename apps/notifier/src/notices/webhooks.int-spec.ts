@@ -1,10 +1,10 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer as createTcpServer, type AddressInfo } from 'node:net';
 import { HumanActionNoticeSchema, Subjects } from '@baton/contracts';
-import { batonStreamNames } from '@baton/eventstore';
+import { batonStreamNames, DlqAdmin } from '@baton/eventstore';
 import { verifyWebhookSignature, webhookDedupeKey } from '@baton/sdk';
 import { holdRun, startFixture, startRun, stopRun, thrashMesh, type NotifierFixture } from '../web/console-fixture.int-support';
-import { WebhookDelivery } from './webhook-delivery';
+import { MESH_WEBHOOK_DURABLE, WEBHOOK_DURABLE, WEBHOOK_MAX_ACK_PENDING, WebhookDelivery } from './webhook-delivery';
 import { targetId } from './webhook-sender';
 
 interface Received {
@@ -15,7 +15,14 @@ interface Received {
   status: number;
 }
 
-const secrets = { flaky: 'flaky-secret-0123456789', steady: 'steady-secret-0123456789', beta: 'beta-secret-0123456789', down: 'down-secret-0123456789' };
+const secrets = {
+  flaky: 'flaky-secret-0123456789',
+  steady: 'steady-secret-0123456789',
+  beta: 'beta-secret-0123456789',
+  down: 'down-secret-0123456789',
+  repaired: 'repaired-secret-0123456789',
+  refused: 'refused-secret-0123456789',
+};
 const decoder = new TextDecoder();
 
 describe('human action notices to webhooks: signed, retried with backoff, deduplicated by project and notice id (loopback HTTP)', () => {
@@ -26,6 +33,9 @@ describe('human action notices to webhooks: signed, retried with backoff, dedupl
   const natsNotices: string[] = [];
   let flakyFailures = 2;
   let downRecovered = false;
+  let repaired = false;
+  /** A webhook whose port nothing listens on: every call is refused. */
+  let refusedUrl: string;
 
   beforeAll(async () => {
     server = createServer((req, res) => {
@@ -39,6 +49,7 @@ describe('human action notices to webhooks: signed, retried with backoff, dedupl
           status = 500;
         }
         if (hook === 'down' && !downRecovered) status = 503;
+        if (hook === 'repaired' && !repaired) status = 503;
         received.push({ hook, at: Date.now(), headers: req.headers, body, status });
         // A recovered receiver answers slowly: two requests at once overlap.
         if (hook === 'down' && downRecovered) setTimeout(() => res.writeHead(status).end(), 300);
@@ -47,12 +58,18 @@ describe('human action notices to webhooks: signed, retried with backoff, dedupl
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const gone = createTcpServer();
+    await new Promise<void>((resolve) => gone.listen(0, '127.0.0.1', resolve));
+    refusedUrl = `http://127.0.0.1:${(gone.address() as AddressInfo).port}/refused`;
+    await new Promise((resolve) => gone.close(resolve));
     fx = await startFixture({
       NOTIFIER_WEBHOOKS: JSON.stringify([
         { url: `${url}/flaky`, secret: secrets.flaky, projects: ['alpha'] },
         { url: `${url}/steady`, secret: secrets.steady },
         { url: `${url}/beta`, secret: secrets.beta, projects: ['beta'] },
         { url: `${url}/down`, secret: secrets.down, projects: ['gamma'] },
+        { url: `${url}/repaired`, secret: secrets.repaired, projects: ['zeta'] },
+        { url: refusedUrl, secret: secrets.refused, projects: ['zeta'] },
       ]),
       NOTIFIER_WEBHOOK_BACKOFF_MS: '100',
       NOTIFIER_WEBHOOK_MAX_ATTEMPTS: '4',
@@ -254,7 +271,12 @@ describe('human action notices to webhooks: signed, retried with backoff, dedupl
     const failing = await post('gamma', noticeId, operator);
     expect(failing).toMatchObject({
       status: 502,
-      body: { error: { code: 'webhook_delivery_failed', details: { failed: [{ target: expect.any(String), error: 'HTTP 503' }] } } },
+      body: {
+        error: {
+          code: 'webhook_delivery_failed',
+          details: { failed: [{ target: expect.any(String), reason: 'http_status', status: 503, error: 'HTTP 503' }] },
+        },
+      },
     });
     expect((await post('gamma', noticeId, await fx.token('redeliver-viewer', 'viewer', '*'))).body).toMatchObject({ error: { code: 'role_forbidden' } });
     expect(await post('gamma', 'nt-x-nope', operator)).toMatchObject({ status: 404, body: { error: { code: 'not_found' } } });
@@ -283,5 +305,95 @@ describe('human action notices to webhooks: signed, retried with backoff, dedupl
     // Again: every webhook already took it.
     expect(await post('gamma', noticeId, operator)).toMatchObject({ status: 200, body: { outcome: 'already_delivered', delivered: [] } });
     expect(received.filter((r) => r.hook === 'down')).toHaveLength(before + 1);
+  });
+
+  it("a receiver refusing connections: the retries' log lines, the dead letter's detail and the redelivery's details say connection_refused (ECONNREFUSED), never only 'fetch failed'; the letter names its notice", async () => {
+    const warn = jest.spyOn(fx.service.runtime.logger, 'warn');
+    const refusedId = targetId({ url: refusedUrl });
+    const repairedId = targetId({ url: `${url}/repaired` });
+    try {
+      await startRun(fx.events, 'zeta', 'wr-refused');
+      await holdRun(fx.events, 'zeta', 'wr-refused', 'needs a person');
+      const admin = new DlqAdmin({ js: fx.nats.js, jsm: fx.nats.jsm, prefix: fx.prefix });
+      let letters = await admin.list({ source: 'notifier-webhooks', project: 'zeta' }).catch(() => []);
+      for (let i = 0; i < 100 && letters.length === 0; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        letters = await admin.list({ source: 'notifier-webhooks', project: 'zeta' }).catch(() => []);
+      }
+      expect(letters).toHaveLength(1);
+      const noticeId = String(received.find((r) => r.hook === 'repaired')!.headers['baton-notice-id']);
+      // The dead letter's detail: each webhook that failed, its reason and what happened.
+      expect(letters[0]!.reason).toBe('max_deliveries');
+      expect(letters[0]!.detail).toContain(`${refusedId} (connection_refused: connect ECONNREFUSED 127.0.0.1:${new URL(refusedUrl).port})`);
+      expect(letters[0]!.detail).toContain(`${repairedId} (http_status: HTTP 503)`);
+      expect(letters[0]!.detail).not.toContain('fetch failed');
+      // It names the notice a webhook never took: what `baton notice redeliver` takes.
+      expect(letters[0]!.notice).toEqual({ project: 'zeta', noticeId });
+      // The retries' log lines: the same, and each failure as a field.
+      const retries = warn.mock.calls.filter(
+        ([message, fields]) => message === 'webhook delivery will be retried' && JSON.stringify(fields).includes(refusedId),
+      );
+      expect(retries.length).toBe(3);
+      for (const [, fields] of retries) {
+        expect(String((fields as { error: string }).error)).toContain('connection_refused: connect ECONNREFUSED');
+        expect((fields as { failures: unknown[] }).failures).toEqual(
+          expect.arrayContaining([
+            { target: refusedId, reason: 'connection_refused', error: expect.stringContaining('ECONNREFUSED') },
+            { target: repairedId, reason: 'http_status', error: 'HTTP 503', status: 503 },
+          ]),
+        );
+      }
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
+  it('a redelivery that reaches the repaired webhook but not the one still refusing is a partial success (502 webhook_partially_delivered: delivered names it, failed the other with its reason); asked again, nothing is delivered: webhook_delivery_failed', async () => {
+    const noticeId = String(received.find((r) => r.hook === 'repaired')!.headers['baton-notice-id']);
+    const refusedId = targetId({ url: refusedUrl });
+    const repairedId = targetId({ url: `${url}/repaired` });
+    const steadyId = targetId({ url: `${url}/steady` });
+    const operator = await fx.token('partial-op', 'operator', '*');
+    const post = async () => {
+      const response = await fetch(`${fx.base}/v1/projects/zeta/notices/${encodeURIComponent(noticeId)}/redeliver`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${operator}` },
+      });
+      return { status: response.status, body: (await response.json()) as { error: { code: string; message: string; details: Record<string, unknown> } } };
+    };
+    repaired = true;
+    const partial = await post();
+    expect(partial.status).toBe(502);
+    expect(partial.body.error.code).toBe('webhook_partially_delivered');
+    expect(partial.body.error.details).toEqual({
+      delivered: [repairedId],
+      skipped: [steadyId],
+      busy: [],
+      failed: [{ target: refusedId, reason: 'connection_refused', error: expect.stringMatching(/^connect ECONNREFUSED 127\.0\.0\.1:\d+$/) }],
+    });
+    expect(partial.body.error.message).toContain(`reached ${repairedId} now, but not ${refusedId} (connection_refused: connect ECONNREFUSED`);
+    // The repaired receiver did get it, signed.
+    const got = received.filter((r) => r.hook === 'repaired' && r.status === 200);
+    expect(got.map((r) => r.headers['baton-notice-id'])).toEqual([noticeId]);
+    expect(verifyWebhookSignature(got[0]!.body, got[0]!.headers, secrets.repaired).ok).toBe(true);
+
+    // Again: the repaired one is skipped, nothing is delivered now — not a partial success.
+    const again = await post();
+    expect(again.status).toBe(502);
+    expect(again.body.error.code).toBe('webhook_delivery_failed');
+    expect(again.body.error.details).toMatchObject({
+      delivered: [],
+      skipped: expect.arrayContaining([repairedId, steadyId]),
+      failed: [{ target: refusedId, reason: 'connection_refused' }],
+    });
+    expect(received.filter((r) => r.hook === 'repaired' && r.status === 200)).toHaveLength(1);
+  });
+
+  it('the webhook consumers let a whole retry window of notices wait at once (max_ack_pending): a receiver down for the hour does not stop the notices behind them at 256', async () => {
+    for (const durable of [WEBHOOK_DURABLE, MESH_WEBHOOK_DURABLE]) {
+      const info = await fx.nats.jsm.consumers.info(batonStreamNames(fx.prefix).events, durable);
+      expect(info.config.max_ack_pending).toBe(WEBHOOK_MAX_ACK_PENDING);
+    }
+    expect(WEBHOOK_MAX_ACK_PENDING).toBeGreaterThanOrEqual(10_000);
   });
 });

@@ -129,11 +129,12 @@ export const BaseConfigSchema = z.object({
    */
   BATON_ACK_WAIT_MS: envInt(1_000, 300_000).default(10_000),
   /**
-   * Dead letters each sender outside Baton may cause per minute, per service instance and path
-   * (0 = no cap): an agent's inbox messages a consumer gives up on (results, starts, messages, mesh
-   * results and starts), and in the ledger agent edge messages relayed nowhere and rejected ledger
-   * commands. Refusals beyond it are counted and written as one `refusals_suppressed` letter when
-   * the sender's minute ends.
+   * Dead letters of refusals redrive would not republish each sender may cause per minute, per
+   * service instance and path (0 = no cap): inbox messages on the subjects agents publish (results,
+   * starts, messages, mesh results and starts) a consumer refuses for themselves, and in the ledger
+   * agent edge messages relayed nowhere and rejected ledger commands. Refusals beyond it are counted
+   * and written as one `refusals_suppressed` letter when the sender's minute ends. An inbox message
+   * whose letter redrive would republish (`redrivableLetter`) always gets its own, outside the budget.
    */
   BATON_REFUSED_LETTERS_PER_MINUTE: envInt(0, 1_000_000).default(60),
   /**

@@ -35,8 +35,17 @@ export const MetricName = {
   ledgerRequestsShed: 'baton_ledger_requests_shed_total',
 } as const;
 
-/** Outcome label values of `baton_events_handled_total` (the runner's outcome kinds). */
-export type HandledOutcome = MessageOutcome['kind'];
+/**
+ * Outcome label values of `baton_events_handled_total`: the runner's outcome kinds, and
+ * `suppressed` for a message given up on whose refusal has no letter of its own (counted in its
+ * sender's `refusals_suppressed` letter) — `dead_lettered` is a message with a letter of its own.
+ */
+export type HandledOutcome = MessageOutcome['kind'] | 'suppressed';
+
+/** The `outcome` label of one runner outcome. */
+export function handledOutcome(outcome: MessageOutcome): HandledOutcome {
+  return outcome.kind === 'dead_lettered' && outcome.suppressed ? 'suppressed' : outcome.kind;
+}
 
 export interface BatonMetricsOptions {
   service: string;
@@ -69,7 +78,7 @@ export class BatonMetrics {
     this.registry.setDefaultLabels({ service: options.service });
     this.eventsHandled = new Counter({
       name: MetricName.eventsHandled,
-      help: 'Messages handled by JetStream consumers, by message type and outcome (acked, retry, dead_lettered, dead_letter_failed).',
+      help: "Messages handled by JetStream consumers, by message type and outcome (acked, retry, dead_lettered: given up on with a dead letter of its own; suppressed: given up on past its sender's budget, counted in its refusals_suppressed letter; dead_letter_failed).",
       labelNames: ['consumer', 'type', 'outcome'],
       registers,
     });
@@ -283,7 +292,7 @@ export function runnerInstrumentation(
       }
     },
     onOutcome(outcome, runner) {
-      metrics.eventsHandled.inc({ consumer: runner.durable, type: messageTypeOf(outcome.msg, options.prefix), outcome: outcome.kind });
+      metrics.eventsHandled.inc({ consumer: runner.durable, type: messageTypeOf(outcome.msg, options.prefix), outcome: handledOutcome(outcome) });
     },
     stop() {
       if (timer) clearInterval(timer);

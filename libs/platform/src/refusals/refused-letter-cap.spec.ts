@@ -1,4 +1,4 @@
-import { inboxSenderOf, RefusedLetterCap, type SuppressedRefusals } from './refused-letter-cap';
+import { inboxSenderOf, RefusedLetterCap, SUMMARY_SEQUENCE_RUNS_KEPT, type SuppressedRefusals } from './refused-letter-cap';
 
 const W = 60_000;
 const T = 1_700_000_000_000;
@@ -34,9 +34,48 @@ describe('refused letter cap', () => {
         lastSubject: 'last',
         firstAt: T + 1,
         lastAt: T + 3,
+        stored: [],
       },
     ]);
     expect(cap.drain()).toEqual([]);
+  });
+
+  it('lists the stream and sequences of the stored messages it sums up: runs of consecutive ones, at most SUMMARY_SEQUENCE_RUNS_KEPT, the rest counted', () => {
+    const cap = new RefusedLetterCap(1, W);
+    cap.refuse('acme', 'schema_violation', 's', T, { stream: 'B_INBOX', seq: 1 });
+    for (const seq of [5, 6, 7, 9, 3]) cap.refuse('acme', 'schema_violation', 's', T + 1, { stream: 'B_INBOX', seq });
+    cap.refuse('acme', 'schema_violation', 's', T + 2); // a core message: counted, no sequence
+    const [summary] = cap.drain();
+    expect(summary).toMatchObject({
+      count: 6,
+      stored: [
+        {
+          stream: 'B_INBOX',
+          count: 5,
+          firstSeq: 3,
+          lastSeq: 9,
+          runs: [
+            [5, 7],
+            [9, 9],
+            [3, 3],
+          ],
+          unlisted: 0,
+        },
+      ],
+    });
+
+    const flood = new RefusedLetterCap(1, W);
+    flood.refuse('acme', 'schema_violation', 's', T, { stream: 'B_INBOX', seq: 1 });
+    // Every other sequence: no run joins the next, so the list is full at the cap.
+    for (let i = 0; i < SUMMARY_SEQUENCE_RUNS_KEPT + 10; i++) flood.refuse('acme', 'schema_violation', 's', T, { stream: 'B_INBOX', seq: 10 + 2 * i });
+    const [big] = flood.drain();
+    expect(big!.stored[0]).toMatchObject({
+      count: SUMMARY_SEQUENCE_RUNS_KEPT + 10,
+      firstSeq: 10,
+      lastSeq: 10 + 2 * (SUMMARY_SEQUENCE_RUNS_KEPT + 9),
+      unlisted: 10,
+    });
+    expect(big!.stored[0]!.runs).toHaveLength(SUMMARY_SEQUENCE_RUNS_KEPT);
   });
 
   it('each sender has its own budget: one spending it leaves another untouched', () => {

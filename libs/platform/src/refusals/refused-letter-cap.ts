@@ -25,6 +25,25 @@ export function inboxSenderOf(prefix: string, subject: string): string | null {
   return 'agent' in parsed ? `${parsed.project}/${parsed.agent}` : 'project' in parsed ? parsed.project : null;
 }
 
+/**
+ * The most runs of consecutive sequences one summary lists per stream: a flood's sequences are
+ * listed while they fit (a few kB), then only counted (`unlisted`), the first and last always kept.
+ */
+export const SUMMARY_SEQUENCE_RUNS_KEPT = 500;
+
+/** The stored messages among a summary's refusals, of one stream: where an SRE finds the originals. */
+export interface StoredRefusals {
+  stream: string;
+  /** How many of the summary's refusals were messages of this stream. */
+  count: number;
+  firstSeq: number;
+  lastSeq: number;
+  /** Their sequences as runs `[from, to]`, in the order refused, at most {@link SUMMARY_SEQUENCE_RUNS_KEPT}. */
+  runs: Array<[number, number]>;
+  /** Sequences past the runs kept: counted, not listed. */
+  unlisted: number;
+}
+
 /** Refusals of one sender whose letters were not written: what its summary letter says. */
 export interface SuppressedRefusals {
   sender: string;
@@ -38,6 +57,11 @@ export interface SuppressedRefusals {
   lastSubject: string;
   firstAt: number;
   lastAt: number;
+  /**
+   * The refusals of messages a stream stored (an inbox message a consumer gave up on), by stream;
+   * the rest (`count` minus theirs) were core messages no stream stores (a request, an edge message).
+   */
+  stored: StoredRefusals[];
 }
 
 /** One sender's window: letters written in it, and what was suppressed once they ran out. */
@@ -109,8 +133,11 @@ export class RefusedLetterCap {
     return this.suppressedTotal;
   }
 
-  /** Decide one refusal of `sender` for `reason` on `subject` at `now`. */
-  refuse(sender: string, reason: string, subject: string, now: number): RefusalVerdict {
+  /**
+   * Decide one refusal of `sender` for `reason` on `subject` at `now`; `original` names the stream
+   * and sequence of a stored message (absent for a core message), listed in the summary if suppressed.
+   */
+  refuse(sender: string, reason: string, subject: string, now: number, original?: { stream: string; seq: number }): RefusalVerdict {
     if (!this.active) return { letter: true, firstSuppressed: false, due: [] };
     const due: SuppressedRefusals[] = [];
     let window = this.windows.get(sender);
@@ -139,7 +166,9 @@ export class RefusedLetterCap {
         lastSubject: subject,
         firstAt: now,
         lastAt: now,
+        stored: [],
       };
+      if (original !== undefined) noteStored(window.suppressed.stored, original);
       this.pending.set(sender, window);
       return { letter: false, firstSuppressed: true, due };
     }
@@ -147,6 +176,7 @@ export class RefusedLetterCap {
     suppressed.reasons[reason] = (suppressed.reasons[reason] ?? 0) + 1;
     suppressed.lastSubject = subject;
     suppressed.lastAt = now;
+    if (original !== undefined) noteStored(suppressed.stored, original);
     return { letter: false, firstSuppressed: false, due };
   }
 
@@ -181,4 +211,20 @@ export class RefusedLetterCap {
     this.evictedDue = [];
     return due;
   }
+}
+
+/** Add one stored message to a summary's list of its stream: a run extended, a new run, or counted past the runs kept. */
+function noteStored(stored: StoredRefusals[], original: { stream: string; seq: number }): void {
+  let of = stored.find((s) => s.stream === original.stream);
+  if (of === undefined) {
+    of = { stream: original.stream, count: 0, firstSeq: original.seq, lastSeq: original.seq, runs: [], unlisted: 0 };
+    stored.push(of);
+  }
+  of.count++;
+  of.firstSeq = Math.min(of.firstSeq, original.seq);
+  of.lastSeq = Math.max(of.lastSeq, original.seq);
+  const last = of.runs[of.runs.length - 1];
+  if (last !== undefined && original.seq === last[1] + 1) last[1] = original.seq;
+  else if (of.runs.length < SUMMARY_SEQUENCE_RUNS_KEPT) of.runs.push([original.seq, original.seq]);
+  else of.unlisted++;
 }

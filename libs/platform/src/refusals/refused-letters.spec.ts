@@ -40,4 +40,13 @@ describe('inboxLetterGate: which letters count against a sender`s budget', () =>
     expect(at('baton.in.acme.stop', DeadLetterReason.schemaViolation)).toBeNull();
     expect(senders).toEqual(['acme/bob', 'acme']);
   });
+
+  it('tells the runner what became of the letter: written, or counted in its sender`s summary (baton_events_handled_total outcome suppressed)', async () => {
+    let outcome: 'refused' | 'suppressed' = 'refused';
+    const gate = inboxLetterGate('baton', { refuse: () => ({ outcome, written: Promise.resolve() }) });
+    const subject = 'baton.in.acme.result.bob';
+    await expect(gate({ subject }, letter(subject, DeadLetterReason.schemaViolation))).resolves.toBe('written');
+    outcome = 'suppressed';
+    await expect(gate({ subject }, letter(subject, DeadLetterReason.schemaViolation))).resolves.toBe('suppressed');
+  });
 });
