@@ -243,3 +243,34 @@ describe('connectionEvents: the server’s errors in its words (a nats-server wi
     expect(serverErrorAbout('PERMISSIONS_VIOLATION', 'Permissions Violation for Publish to "x"')).toBe('other');
   });
 });
+
+describe('a reconnect dial that never completes gives way after the reconnect dial bound, not the first connection’s', () => {
+  it('the node accepts the socket and never speaks (a node mid-reload): the client dials again and is back within seconds', async () => {
+    const port = await freePort();
+    let server = await startServer(port);
+    // The first connection keeps its long bound; a reconnect dial is bounded shorter.
+    const handle = await connectNats({ servers: `nats://127.0.0.1:${port}`, checkJetStream: false, connectTimeoutMs: 20_000, reconnectDialTimeoutMs: 1_500 });
+    const heard: ConnectionEvent[] = [];
+    onConnectionEvent(handle, (event) => void heard.push(event));
+    const held: import('node:net').Socket[] = [];
+    try {
+      await stopServer(server);
+      // A listener that takes the client's reconnect and says nothing, then makes way for the server.
+      const silent = createServer((socket) => void held.push(socket));
+      await new Promise<void>((resolve) => silent.listen(port, '127.0.0.1', resolve));
+      await waitFor(() => held.length > 0, 'the client dialing the silent node', { timeoutMs: 10_000 });
+      // Stop listening; the accepted socket stays open (close's callback waits for it: not awaited).
+      silent.close();
+      server = await startServer(port);
+      await waitFor(() => heard.some((event) => event.kind === 'reconnected'), 'reconnected', { timeoutMs: 30_000 });
+      const back = heard.find((event) => event.kind === 'reconnected');
+      // The silent dial was given up after 1.5 s (not 20 s), the next one reached the server.
+      expect(back).toEqual(expect.objectContaining({ kind: 'reconnected' }));
+      expect((back as { downMs: number }).downMs).toBeLessThan(10_000);
+    } finally {
+      for (const socket of held) socket.destroy();
+      await handle.close();
+      await stopServer(server, 'SIGKILL');
+    }
+  }, 60_000);
+});

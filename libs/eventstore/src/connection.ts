@@ -22,6 +22,11 @@ export interface NatsConnectOptions {
    * credentialed connection, which says nothing about how long a request should wait.
    */
   connectTimeoutMs?: number;
+  /**
+   * How long each reconnect dial may take, ms (default {@link DEFAULT_RECONNECT_DIAL_TIMEOUT_MS};
+   * never longer than `connectTimeoutMs`). A dial past it gives way to the next node.
+   */
+  reconnectDialTimeoutMs?: number;
   /** Reconnect when the connection drops (default true). Tests pass false to fail fast. */
   reconnect?: boolean;
   /**
@@ -90,6 +95,14 @@ export { hasNatsCode, natsRefusedCredentials, serverSaid, type ServerErrorStatus
 
 export const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
 export const DEFAULT_CONNECT_TIMEOUT_MS = 20_000;
+/**
+ * How long each reconnect dial may take, ms. The first connection keeps its longer bound (a busy
+ * server or a loaded machine accepting a credentialed connection). A reconnect that lands on a node
+ * that accepts the socket and never completes the handshake — a node of a cluster in the middle of a
+ * configuration reload, a credential rotation's or revocation's — waited out that bound: every
+ * service was off NATS for 20 s on a routine reload. Past this one the client dials the next node.
+ */
+export const DEFAULT_RECONNECT_DIAL_TIMEOUT_MS = 4_000;
 
 /**
  * Refuse, before connecting, credentials that may not subscribe to the reply inbox the client
@@ -254,6 +267,11 @@ export async function connectNats(opts: NatsConnectOptions = {}): Promise<NatsHa
   // one (an internal field of nats.js 2.x: without it the close is credentials_refused). A
   // reconnect that succeeds forgets it. Read from the connection's events, which are read from
   // now on: an outage that begins before anyone listens is still known to a listener that comes later.
+  // From now on every dial is a reconnect's: the client reads its dial bound from the options it
+  // was given (nats.js 2.x keeps that object: `timeout` bounds each dial, and nothing else).
+  const dialTimeout = Math.min(opts.reconnectDialTimeoutMs ?? DEFAULT_RECONNECT_DIAL_TIMEOUT_MS, opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS);
+  const options = (connection as unknown as { options?: { timeout?: number } }).options;
+  if (options !== undefined) options.timeout = dialTimeout;
   const news: CredentialsNews = { revoked: false, expired: false, said: null };
   const closed = connection.closed().then((error) => closedBy(error, news, opts.credsFile ?? null));
   onConnectionEvent({ connection, closed }, (event) => {
