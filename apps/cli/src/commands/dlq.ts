@@ -119,6 +119,9 @@ and --source with either name finds both.
   redrive   republish the dead letters that may be redriven, each to its original subject, and
             report every letter: redriven, duplicate, or skipped with its reason. A letter is
             republished only when
+              - it is a letter of its own, not a refusals_suppressed summary of refusals past
+                the sender's budget (skipped as summary_letter, even with --include-refused; its
+                detail says where the messages it sums up are), and
               - its subject is an inbox subject its recorded source consumes (never an event
                 <prefix>.ev.>, an operator answer <prefix>.in.*.answer / mesh_answer, or a core
                 request <prefix>.cmd.>: skipped as event_subject, operator_answer, core_request,
