@@ -262,7 +262,10 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
             ? { notices_from_seq: rebuilt.result.lastSeq + 1 }
             : {}),
         };
-        if (rebuilt.reason === 'stream_replaced')
+        // Another instance's rebuild swapped in first: this one's shadow was dropped, and the line
+        // that the projection was rebuilt is that instance's to write.
+        if (rebuilt.result.status === 'lost') logger.info('projection rebuilt by another instance first; this rebuild was dropped', fields);
+        else if (rebuilt.reason === 'stream_replaced')
           logger.error('projection was built from another events stream (recreated, its sequences started again): rebuilt from this one', fields);
         else if (when === 'at start') logger.info('projection rebuilt at start', fields);
         else logger.warn('projection lost from Redis: rebuilt from the events stream', fields);
