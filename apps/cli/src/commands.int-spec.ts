@@ -320,7 +320,7 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     expect((await baton('publish-definition', file.replace('def', 'missing'))).code).toBe(1);
     // Nobody serves the subject: unavailable, typed.
     const nobody = await baton('publish-definition', join(folder, 'demo.yaml'), '--json');
-    expect({ code: nobody.code, error: JSON.parse(nobody.err).error.code }).toEqual({ code: 1, error: 'unavailable' });
+    expect({ code: nobody.code, error: JSON.parse(nobody.err).error.code }).toEqual({ code: 69, error: 'unavailable' });
   });
 
   it('publish-definition whose request the router receives and never answers: outcome_unknown, saying that publishing the same definition again is safe', async () => {

@@ -17,7 +17,7 @@ import {
 } from '@baton/eventstore';
 import { createProjectionStore, createRedis, type ProjectionStore, type RedisHandle } from '@baton/projections';
 import { BaseConfigSchema, ConfigError, envInt, loadConfig, redactUrl } from '@baton/platform';
-import { CliError, CliErrorCode, CliWarningCode, UsageError, type CliWarning } from './errors';
+import { CliError, CliErrorCode, CliWarningCode, jetStreamTrouble, jetStreamUnavailable, UsageError, type CliWarning } from './errors';
 import type { CliIo } from './output';
 
 /** The environment the CLI reads: NATS_URL, REDIS_URL, REDIS_COMMAND_TIMEOUT_MS, BATON_PREFIX (as every service) and BATON_API_URL. */
@@ -153,6 +153,14 @@ export function projectionPrefixFor(prefix: string): string {
 /** How long the CLI waits for NATS: to connect, and for each JetStream request. */
 export const NATS_TIMEOUT_MS = 5000;
 /**
+ * How many times in a row the CLI dials each server of a NATS_URL that names several (a cluster)
+ * after its connection dropped, before it gives up and the command fails `unavailable` (exit 69):
+ * a node that goes is left for another at once; with every node gone the client tries each again
+ * every 2 s, so the command ends about 6 s later. A NATS_URL of one server is not redialled: the
+ * command fails as soon as its server goes.
+ */
+export const NATS_RECONNECT_ATTEMPTS = 3;
+/**
  * How long `close()` waits for each connection to drain or close: a server that stopped answering
  * must not hold a command that has already printed its result.
  */
@@ -256,11 +264,17 @@ export function createCliContext(options: CliContextOptions): CliContext {
         const { credsFile, principal, grantsResponses } = natsTarget();
         const url = ctx.natsUrl();
         ctx.noteServer('nats');
+        const servers = url.split(',');
+        // Several servers (a cluster): a node that goes under a command is left for another, and
+        // the command goes on (its stream reads resume where they were); every one gone for the
+        // attempts allowed ends it `unavailable`. One server: nothing to fail over to, fail at once.
+        const failover = servers.length > 1;
         try {
           const handle = await connectNats({
-            servers: url.split(','),
+            servers,
             name: 'baton-cli',
-            reconnect: false,
+            reconnect: failover,
+            ...(failover ? { maxReconnectAttempts: NATS_RECONNECT_ATTEMPTS } : {}),
             timeoutMs: NATS_TIMEOUT_MS,
             // The first connection too: a port that accepts TCP and never speaks NATS would
             // otherwise hold the command for the library's default of 20 s.
@@ -279,6 +293,9 @@ export function createCliContext(options: CliContextOptions): CliContext {
           return handle;
         } catch (error) {
           if (natsRefusedCredentials(error) || error instanceof CredentialsRefused) throw credentialsRefused(url, error, ctx.config().NATS_CREDS, credsFile);
+          // Connected, and the account's JetStream info did not come: NATS_URL is right, JetStream is not there.
+          const trouble = jetStreamCheckFailed(error);
+          if (trouble !== null) throw jetStreamUnavailable(error, trouble, url, 'its JetStream account info request');
           throw new CliError(
             `cannot reach NATS at ${url}: ${(error as Error).message} (set NATS_URL, and NATS_CREDS to the admin credentials: baton nats-config)`,
             { cause: error, code: CliErrorCode.unavailable },
@@ -354,6 +371,18 @@ function credentialsRefused(url: string, error: unknown, natsCreds: string | und
       "for admin and SRE commands, the agent's (`baton creds agent --project <p> --agent <name>`) for `baton result`",
     { cause: error, code: CliErrorCode.unauthenticated, details: { nats_url: url, nats_creds: natsCreds ?? credsFile ?? null } },
   );
+}
+
+/**
+ * Why the JetStream check `connectNats` makes once connected (the account's info) failed, or null
+ * when `error` is no such failure: the client's own error (a refused or timed-out connection) is
+ * thrown as it is, the check's failure wrapped around the client's answer to it.
+ */
+function jetStreamCheckFailed(error: unknown): ReturnType<typeof jetStreamTrouble> {
+  if (!(error instanceof Error) || error.name === 'NatsError') return null;
+  const answer = (error as { cause?: unknown }).cause;
+  if (!(answer instanceof Error) || answer.name !== 'NatsError') return null;
+  return jetStreamTrouble(answer, true);
 }
 
 /** A credentials file's text (null: none given, or unreadable — connecting says why). */

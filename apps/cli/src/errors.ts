@@ -1,13 +1,23 @@
-import { EventStoreErrorCode, isNoResponders, isPermissionsViolation, isTimeout, jsErrCode, JsErrCode, StreamNotFound } from '@baton/eventstore';
+import { EventStoreErrorCode, hasNatsCode, isNoResponders, isPermissionsViolation, isTimeout, jsErrCode, JsErrCode, StreamNotFound } from '@baton/eventstore';
 import { redactUrl } from '@baton/platform';
 /** Exit codes of the `baton` command. */
 export const ExitCode = {
   /** The command did what was asked (for `verify`: the projections match). */
   ok: 0,
-  /** The command failed, or (verify) found a difference. */
+  /** The command failed (a failure of another code than those of {@link ExitCode.unavailable}). */
   failure: 1,
+  /** `verify`'s verdict: a projection differs from a fold of the stream, or has none (repair with `replay`). */
+  differ: 1,
   /** The command line was wrong: unknown command or option, missing argument. */
   usage: 2,
+  /**
+   * A server did not answer — NATS, JetStream, Redis, the operator API, the router or the ledger
+   * (failure codes `unavailable` and `jetstream_unavailable`), or the NATS connection was lost under
+   * the command and no server of NATS_URL took it back: nothing was decided, no verdict; running it
+   * again once the server is back may succeed. 69 is EX_UNAVAILABLE, what a service exits with when
+   * its NATS connection is closed for good.
+   */
+  unavailable: 69,
   /** `replay` or `verify` stopped by Ctrl-C, SIGTERM or SIGHUP (128 + SIGINT, as shells report it): nothing was swapped in. */
   interrupted: 130,
 } as const;
@@ -35,8 +45,14 @@ export const CliErrorCode = {
   failed: 'failed',
   /** The command line was wrong (exit 2). */
   usage: 'usage',
-  /** NATS, Redis, the operator API, the router or the ledger could not be reached or did not answer. */
+  /** NATS, Redis, the operator API, the router or the ledger could not be reached or did not answer (exit 69). */
   unavailable: 'unavailable',
+  /**
+   * NATS answered, JetStream did not (exit 69): a cluster without a JetStream meta leader (it lost
+   * quorum, or is electing one), or a server without JetStream (`details.reason`: `no_leader`,
+   * `no_answer`, `not_enabled`). NATS_URL and the credentials are right; the nodes are not.
+   */
+  jetstreamUnavailable: 'jetstream_unavailable',
   /**
    * NATS was reached and refused the credentials (NATS_CREDS's file rejected, unusable, expired,
    * or none given to a server that requires them): trying again does not help, other credentials do.
@@ -157,15 +173,84 @@ export class CliError extends Error {
     this.code = options?.code ?? CliErrorCode.failed;
     this.issues = options?.issues ?? [];
     this.details = options?.details;
-    this.exitCode = options?.exitCode ?? ExitCode.failure;
+    this.exitCode = options?.exitCode ?? exitCodeOf(this.code);
   }
+}
+
+/** The exit code of a failure of `code` that says nothing else: {@link ExitCode.unavailable} for a server that did not answer, else 1. */
+export function exitCodeOf(code: string): ExitCode {
+  return code === CliErrorCode.unavailable || code === CliErrorCode.jetstreamUnavailable ? ExitCode.unavailable : ExitCode.failure;
+}
+
+/** JetStream's API error "JetStream system temporarily unavailable" (`JSClusterNotAvailErr`): no meta leader, or no stream leader. */
+const JS_CLUSTER_NOT_AVAILABLE = 10008;
+
+/**
+ * Why JetStream did not answer on a NATS connection that is up, from a failure of the client
+ * (or what it wraps): `no_leader` — the server answered "JetStream system temporarily unavailable"
+ * (10008): a cluster without a meta leader (quorum lost) or a stream without one; `no_answer` — a
+ * JetStream request timed out, as every one does on a cluster that has just lost its meta leader,
+ * for seconds before the 10008 answers begin; `not_enabled` — nothing serves the JetStream API
+ * (no responders): the server runs without JetStream, or the account has none. Null: not these.
+ * `timeouts` says whether a timeout counts (only where every request was JetStream's).
+ */
+export function jetStreamTrouble(error: unknown, timeouts: boolean): 'no_leader' | 'no_answer' | 'not_enabled' | null {
+  const chain: unknown[] = [];
+  for (let e = error, depth = 0; typeof e === 'object' && e !== null && depth < 6; e = (e as { cause?: unknown }).cause, depth++) chain.push(e);
+  if (chain.some((e) => jsErrCode(e) === JS_CLUSTER_NOT_AVAILABLE)) return 'no_leader';
+  if (chain.some((e) => jsErrCode(e) !== undefined)) return null;
+  if (chain.some((e) => isNoResponders(e))) return 'not_enabled';
+  if (timeouts && chain.some((e) => isTimeout(e))) return 'no_answer';
+  return null;
+}
+
+/**
+ * The CLI's error for JetStream not answering on NATS at `url` ({@link jetStreamTrouble}'s
+ * `reason`): `jetstream_unavailable`, exit 69, saying what it means for the cluster instead of
+ * sending the SRE to NATS_URL, which was reached (`details.nats_url`; null when not known here).
+ * `what` names the request that failed.
+ */
+export function jetStreamUnavailable(error: unknown, reason: 'no_leader' | 'no_answer' | 'not_enabled', url: string | null, what: string): CliError {
+  const natsUrl = url === null ? null : redactUrl(url);
+  const said = (error as Error).message;
+  const why =
+    reason === 'no_leader'
+      ? `JetStream has no leader ("JetStream system temporarily unavailable"): the cluster lost quorum (fewer than half of its nodes up, or they cannot reach one another) or is electing a leader; nothing can be appended or read until it has one`
+      : reason === 'no_answer'
+        ? `JetStream did not answer in time (${said}): a cluster that lost its JetStream meta leader (quorum lost, or an election under way) answers nothing for a while, and a server too busy to answer looks the same`
+        : `nothing serves the JetStream API there (${said}: no responders): the server runs without JetStream (nats-server -js, or a jetstream block in its configuration), or the account has none`;
+  return new CliError(
+    `NATS${natsUrl === null ? '' : ` at ${natsUrl}`} answered, but ${what} failed: ${why}. NATS_URL and the credentials are right; look at the nats-server nodes (their logs, \`/jsz\` on the monitoring port) and run it again once JetStream answers`,
+    { cause: error, code: CliErrorCode.jetstreamUnavailable, details: { nats_url: natsUrl, reason } },
+  );
+}
+
+/**
+ * The CLI's error for a failure of NATS under a command that read or asked JetStream (`what`):
+ * `jetstream_unavailable` when JetStream did not answer ({@link jetStreamTrouble}, a timeout
+ * included), `unavailable` when the connection closed for good under it — every server of
+ * NATS_URL gone for the reconnect attempts the CLI makes — both exit 69; null for any other
+ * failure, which keeps its own code.
+ */
+export function natsReadFailure(error: unknown, url: string, what: string): CliError | null {
+  if (error instanceof CliError) return null;
+  // Closed first: requests that timed out while the client was still redialling are not JetStream's doing.
+  if (hasNatsCode(error, 'CONNECTION_CLOSED') || hasNatsCode(error, EventStoreErrorCode.connectionClosed)) {
+    return new CliError(
+      `${what} failed: the connection to NATS closed under the command (${(error as Error).message}) and no server of NATS_URL (${redactUrl(url)}) took it back: is NATS up? Run it again once it is`,
+      { cause: error, code: CliErrorCode.unavailable, details: { nats_url: redactUrl(url) } },
+    );
+  }
+  const trouble = jetStreamTrouble(error, true);
+  return trouble === null ? null : jetStreamUnavailable(error, trouble, url, what);
 }
 
 /**
  * The CLI's error for a stream it could not read, typed by why: `not_found` when the stream does not
  * exist (another NATS server than the platform's — named in the message and `details.nats_url` —,
  * another `BATON_PREFIX`, or a platform never started), `permission_denied` when the
- * credentials may not read it (an agent's, not the admin's), else `unavailable`.
+ * credentials may not read it (an agent's, not the admin's), `jetstream_unavailable` when JetStream
+ * did not answer (no leader, a timeout: {@link natsReadFailure}), else `unavailable`.
  */
 export function streamReadError(error: unknown, stream: string, prefix: string, url: string): CliError {
   const natsUrl = redactUrl(url);
@@ -184,7 +269,10 @@ export function streamReadError(error: unknown, stream: string, prefix: string, 
       cause: error,
       code: EventStoreErrorCode.permissionDenied,
     });
-  return new CliError(`cannot read stream ${stream}: ${message}`, { cause: error, code: CliErrorCode.unavailable });
+  return (
+    natsReadFailure(error, url, `reading stream ${stream}`) ??
+    new CliError(`cannot read stream ${stream}: ${message}`, { cause: error, code: CliErrorCode.unavailable })
+  );
 }
 
 /**

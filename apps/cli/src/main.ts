@@ -176,7 +176,8 @@ export function failureOf(error: unknown): Failure {
     // The NATS client's own errors (its connection closed or lost under a command, a server that went
     // away): NATS did not answer, which the CLI calls unavailable, as when it cannot connect at all.
     // JetStream answering that it has no leader (a cluster that lost quorum) is not NATS being down.
-    if (error.name === 'NatsError' && jetStreamTrouble(error, false) === 'no_leader') return failureOf(jetStreamUnavailable(error, 'no_leader', null, 'a JetStream request'));
+    if (error.name === 'NatsError' && jetStreamTrouble(error, false) === 'no_leader')
+      return failureOf(jetStreamUnavailable(error, 'no_leader', null, 'a JetStream request'));
     if (error.name === 'NatsError' && typeof code === 'string')
       return { code: CliErrorCode.unavailable, message: `NATS: ${error.message} (${code}); is the server up, and NATS_URL right?`, issues: [] };
     // Redis stopped answering under the command (a command past REDIS_COMMAND_TIMEOUT_MS, the

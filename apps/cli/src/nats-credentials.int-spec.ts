@@ -134,7 +134,7 @@ describe('baton against a NATS server that refuses its credentials (a real nats-
 
   it('NATS not reached at all stays unavailable', async () => {
     const typed = await baton({ NATS_URL: `nats://127.0.0.1:${await freePort()}` }, 'streams', '--json');
-    expect(typed.code).toBe(1);
+    expect(typed.code).toBe(69);
     expect(JSON.parse(typed.err)).toMatchObject({ error: { code: 'unavailable', message: expect.stringContaining('cannot reach NATS') } });
   });
 });

@@ -57,10 +57,10 @@ describe('the CLI with npm start stopped: a deployment folder without local.json
     // Read only: an unknown prefix on whatever answers at the default NATS URL.
     const io = bufferedIo();
     const code = await main(['streams', '--json'], { io, env: { BATON_NATS_DIR: dir, BATON_PREFIX: prefix, BATON_NATS_AUTH: 'none' } });
-    expect(code).toBe(1);
     const failure = JSON.parse(io.err()) as { error: { code: string; message: string; details: Record<string, unknown> } };
-    // Whatever answered there (a shared server: not_found; none: unavailable), the warning says which server was read.
+    // Whatever answered there (a shared server: not_found, exit 1; none: unavailable, exit 69), the warning says which server was read.
     expect(['not_found', 'unavailable']).toContain(failure.error.code);
+    expect(code).toBe(failure.error.code === 'unavailable' ? 69 : 1);
     expect(warningsOf(io.err())).toEqual([
       {
         code: 'default_server_read',
@@ -119,7 +119,7 @@ describe('the CLI with npm start stopped: a deployment folder without local.json
       fetch,
       env: { BATON_NATS_DIR: dir, BATON_TOKEN: 'bt_x' },
     });
-    expect(code).toBe(1);
+    expect(code).toBe(69);
     expect(urls).toEqual(['http://127.0.0.1:7100/v1/projects/p/runs/wr-1/answer']);
     expect(warningsOf(io.err())).toEqual([
       expect.objectContaining({
@@ -289,8 +289,8 @@ describe('listing filters the API would refuse are usage errors (F7)', () => {
         error: { error: { code: 'usage', message: expect.stringContaining(said), issues: [] } },
       });
     }
-    // Names the API takes get as far as reading (here: no Redis, exit 1), not refused as usage.
-    expect((await baton('inbox', '--agent', 'olga@ops.example', '--json')).code).toBe(1);
-    expect((await baton('stops', '--agent', 'support', '--run', 'wr:1', '--json')).code).toBe(1);
+    // Names the API takes get as far as reading (here: no Redis, unavailable: exit 69), not refused as usage.
+    expect((await baton('inbox', '--agent', 'olga@ops.example', '--json')).code).toBe(69);
+    expect((await baton('stops', '--agent', 'support', '--run', 'wr:1', '--json')).code).toBe(69);
   });
 });

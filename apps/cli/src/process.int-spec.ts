@@ -173,7 +173,7 @@ describe('baton as a process (real NATS)', () => {
     it('the command fails unavailable within the CLI timeout, and the process exits though the socket is still open', async () => {
       const exit = await runChild(['streams', '--json'], { NATS_URL: url, REDIS_URL, BATON_PREFIX: prefix }, { killAfterMs: 30_000 });
       expect(exit.signal).toBeNull();
-      expect(exit.code).toBe(1);
+      expect(exit.code).toBe(69);
       expect(exit.stdout).toBe('');
       expect(JSON.parse(exit.stderr.trim().split('\n').pop()!)).toMatchObject({ error: { code: 'unavailable' } });
       expect(exit.stderr).toContain(`cannot reach NATS at ${url}`);

@@ -54,7 +54,7 @@ describe('baton pause / resume through the LedgerClient (real NATS)', () => {
 
   it('no ledger listening: unavailable, saying which subject and prefix', async () => {
     const typed = await baton('resume', 'p1', '--json');
-    expect(typed.code).toBe(1);
+    expect(typed.code).toBe(69);
     expect(typed.out).toBe('');
     const { error } = JSON.parse(typed.err) as { error: { code: string; message: string } };
     expect(error.code).toBe('unavailable');

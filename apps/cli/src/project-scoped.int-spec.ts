@@ -316,7 +316,7 @@ describe('the baton command addresses runs and handoffs by project and id (real 
 
     // Both down: nothing to read the run from.
     const neither = await batonWith({ ...redisDown, NATS_URL: 'nats://127.0.0.1:1' }, 'run', 'wr-a', '--project', 'beta', '--json');
-    expect(neither.code).toBe(1);
+    expect(neither.code).toBe(69);
     expect(neither.out).toBe('');
     expect(JSON.parse(neither.err)).toMatchObject({
       error: {

@@ -1,8 +1,8 @@
 import { AckPolicy, DeliverPolicy, nanos, nuid, type JetStreamClient, type JetStreamManager, type Msg } from 'nats';
-import { EventStoreError, JsErrCode, PermissionDenied, StreamNotFound, isPermissionsViolation, jsErrCode } from './errors';
+import { EventStoreError, EventStoreErrorCode, JsErrCode, PermissionDenied, StreamNotFound, isPermissionsViolation, isTimeout, jsErrCode } from './errors';
 import { headersToRecord } from './dead-letter';
 import { followStream, FOLLOW_PULL_BYTES, FOLLOW_PULL_EXPIRES_MS } from './follow';
-import { ackInfo, headerBlockRecord, headerInBlock, headerReader, pullTarget, PullStream } from './pull';
+import { ackInfo, consumerGone, headerBlockRecord, headerInBlock, headerReader, pullTarget, PullStream } from './pull';
 import { maxPayloadOf, pullCount } from './pull-size';
 
 export { followStream, FOLLOW_PULL_BYTES, FOLLOW_PULL_EXPIRES_MS };
@@ -15,7 +15,11 @@ export { followStream, FOLLOW_PULL_BYTES, FOLLOW_PULL_EXPIRES_MS };
  * - a RANGE `fromSeq..toSeq` (optionally filtered): one ephemeral, ack-less, in-memory pull
  *   consumer, read until the messages it reported pending at creation are delivered, so a range
  *   is complete or fails loudly, never silently short; its pulls are bounded by bytes at the
- *   server as well as by count (pull.ts);
+ *   server as well as by count (pull.ts). A consumer lost under the read (its node left the
+ *   cluster, it was deleted) or messages lost on their way (the connection moved to another
+ *   node) are noticed — a pull answered "no consumer", a gap in the consumer's delivery
+ *   sequence, pulls nobody answers — and the read goes on from the message after the last one
+ *   it yielded, through a new consumer;
  * - a FOLLOW (follow.ts): a consumer of its own that replays from a sequence and keeps delivering,
  *   each pull bounded by a count and by bytes; re-created from the last sequence seen when it is
  *   deleted, lost or skips, so every message arrives once and in order;
@@ -124,7 +128,40 @@ export interface StreamBounds {
 export interface StreamReaderOptions {
   /** Told of every server round trip the reader makes (a point read, a consumer created, a pull): read counters, tests. */
   onRoundTrip?: (kind: 'get' | 'consumer' | 'pull' | 'info') => void;
+  /** Told each time a range read re-opens its consumer to go on after `afterSeq` (see {@link StreamReader.range}): logs, tests. */
+  onResume?: (resumed: RangeResumed) => void;
 }
+
+/** A range read that lost its consumer, or messages on their way, and goes on through a new one. */
+export interface RangeResumed {
+  stream: string;
+  filterSubject: string | null;
+  /** The last sequence the read yielded before (the new consumer starts after it). */
+  afterSeq: number;
+  /** What was noticed. */
+  why: string;
+}
+
+/**
+ * How long a range read keeps trying to open its consumer (a new one after it lost one), ms: a
+ * cluster whose node left elects new leaders within seconds, answering late or "temporarily
+ * unavailable" meanwhile. Past it the read fails with the server's last answer as its cause.
+ */
+export const RANGE_RESUME_WITHIN_MS = 30_000;
+/** JetStream's "JetStream system temporarily unavailable" (no meta leader, or no stream leader, for now). */
+const JS_CLUSTER_NOT_AVAILABLE = 10008;
+/** The wait between two of those attempts, ms. */
+const RANGE_RESUME_RETRY_MS = 500;
+/** Consumers a range read opens in a row, each lost before it brought a message, before it fails. */
+export const RANGE_MAX_FRUITLESS_RESUMES = 3;
+
+/** A range's consumer: its name, and the messages it reported pending when made. */
+interface RangeConsumer {
+  name: string;
+  pending: number;
+}
+
+const sleepMs = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Reads one stream: ranges, follows and point reads (see the module comment). */
 export interface StreamReader {
@@ -198,6 +235,16 @@ export function streamReader(clients: StreamClients, stream: string, options: St
     return new EventStoreError(`${what}: ${(err as Error).message}`, { cause: err });
   };
   const point = pullTarget(js);
+  const nc = point.nc;
+  /**
+   * The connection the read goes over closed for good (the client gave up reconnecting): nothing
+   * more can come. Typed `connection_closed`; the client's own error, when there is one, is the cause.
+   */
+  const readerConnectionClosed = (opts: RangeOptions, last: number, cause?: unknown): EventStoreError =>
+    new EventStoreError(`reading ${opts.filterSubject ?? stream}: the NATS connection closed after seq ${last}`, {
+      code: EventStoreErrorCode.connectionClosed,
+      ...(cause !== undefined ? { cause } : {}),
+    });
   const pointSubject = `${point.apiPrefix}.STREAM.MSG.GET.${stream}`;
   const pointTimeout = js.getOptions().timeout ?? DEFAULT_POINT_TIMEOUT_MS;
   // A point read is Baton's own `STREAM.MSG.GET` request: the client's builds an error object (with
@@ -244,26 +291,48 @@ export function streamReader(clients: StreamClients, stream: string, options: St
     }
   };
 
+  /**
+   * One range's ephemeral consumer from `fromSeq`. While the answer may change it keeps asking,
+   * until {@link RANGE_RESUME_WITHIN_MS}: a leader election after a node left answers late or
+   * "temporarily unavailable" for seconds, and while a node of the stream's is down a consumer
+   * placed on it is never made (the create times out; the next attempt is placed anew). A first
+   * opening retries only those answers (a timeout, "temporarily unavailable"); a re-opening
+   * (`resuming`, the last one lost) any answer but a missing stream or a refusal. Each attempt has
+   * a name of its own (one whose answer was lost may exist: it expires after 30 s idle).
+   */
+  const openRange = async (opts: RangeOptions, fromSeq: number, resuming: boolean): Promise<RangeConsumer> => {
+    const deadline = Date.now() + RANGE_RESUME_WITHIN_MS;
+    for (;;) {
+      const name = `rr_${nuid.next()}`;
+      tick('consumer');
+      try {
+        const info = await jsm.consumers.add(stream, {
+          name,
+          ...(opts.filterSubject ? { filter_subject: opts.filterSubject } : {}),
+          deliver_policy: DeliverPolicy.StartSequence,
+          opt_start_seq: Math.max(1, fromSeq),
+          ack_policy: AckPolicy.None,
+          max_deliver: 1,
+          mem_storage: true,
+          num_replicas: 1,
+          inactive_threshold: nanos(30_000),
+        });
+        return { name, pending: info.num_pending };
+      } catch (err) {
+        const lasting = failure(`cannot open a reader on ${opts.filterSubject ?? stream}`, err);
+        const transient = isTimeout(err) || jsErrCode(err) === JS_CLUSTER_NOT_AVAILABLE;
+        if ((!resuming && !transient) || lasting instanceof StreamNotFound || lasting instanceof PermissionDenied || Date.now() >= deadline) throw lasting;
+        if (nc.isClosed()) throw readerConnectionClosed(opts, fromSeq - 1, err);
+        await sleepMs(RANGE_RESUME_RETRY_MS);
+      }
+    }
+  };
+
   async function* range(opts: RangeOptions): AsyncGenerator<StoredMessage> {
     const toSeq = opts.toSeq ?? (await bounds()).lastSeq;
     if (toSeq < opts.fromSeq) return;
-    const name = `rr_${nuid.next()}`;
-    tick('consumer');
-    const info = await jsm.consumers
-      .add(stream, {
-        name,
-        ...(opts.filterSubject ? { filter_subject: opts.filterSubject } : {}),
-        deliver_policy: DeliverPolicy.StartSequence,
-        opt_start_seq: Math.max(1, opts.fromSeq),
-        ack_policy: AckPolicy.None,
-        max_deliver: 1,
-        mem_storage: true,
-        num_replicas: 1,
-        inactive_threshold: nanos(30_000),
-      })
-      .catch((err: unknown) => {
-        throw failure(`cannot open a reader on ${opts.filterSubject ?? stream}`, err);
-      });
+    const what = opts.filterSubject ?? stream;
+    let consumer = await openRange(opts, opts.fromSeq, false);
     const target = pullTarget(js);
     const batchSize = Math.max(1, opts.batch ?? 500);
     const pullBytes = Math.max(1, opts.pullBytes ?? RANGE_PULL_BYTES);
@@ -272,15 +341,43 @@ export function streamReader(clients: StreamClients, stream: string, options: St
     // size of the largest message since the previous pull was asked for (before the first: the
     // largest the server takes).
     const maxPayload = maxPayloadOf(js);
-    const pulls = new PullStream(target, stream, name, { maxBytes: Math.max(pullBytes, 2 * maxPayload), expiresMs: RANGE_PULL_EXPIRES_MS });
+    const pullsOf = (name: string) => new PullStream(target, stream, name, { maxBytes: Math.max(pullBytes, 2 * maxPayload), expiresMs: RANGE_PULL_EXPIRES_MS });
+    let pulls = pullsOf(consumer.name);
     try {
       let largest = maxPayload;
       let largestSinceAsked = 0;
       let asked = 0;
-      let remaining = info.num_pending;
+      let remaining = consumer.pending;
       let last = opts.fromSeq - 1;
       let stalls = 0;
+      // The consumer's delivery sequence of the last message taken: the next one delivered is one
+      // more, unless messages were lost on their way (an ack-less consumer delivers each once).
+      let delivered = 0;
+      // Re-openings in a row that brought no message: a read that cannot go on fails, never hangs.
+      let fruitless = 0;
+      // The consumer was lost (its node left, or it was deleted), or messages it delivered were lost
+      // with the connection they travelled on (a reconnect to another node): read on from the
+      // message after the last one yielded, through a new consumer. Nothing is yielded twice or missed.
+      const resume = async (why: string) => {
+        if (nc.isClosed()) throw readerConnectionClosed(opts, last);
+        if (++fruitless > RANGE_MAX_FRUITLESS_RESUMES) {
+          throw new EventStoreError(
+            `reading ${what} cannot go on after seq ${last}: ${why}, and ${RANGE_MAX_FRUITLESS_RESUMES} new readers in a row brought nothing`,
+          );
+        }
+        pulls.stop();
+        // Best effort, not waited for: the lost consumer may be on a node that is gone (it expires after 30 s idle).
+        void jsm.consumers.delete(stream, consumer.name).catch(() => undefined);
+        options.onResume?.({ stream, filterSubject: opts.filterSubject ?? null, afterSeq: last, why });
+        consumer = await openRange(opts, last + 1, true);
+        pulls = pullsOf(consumer.name);
+        remaining = consumer.pending;
+        delivered = 0;
+        asked = 0;
+        stalls = 0;
+      };
       while (remaining > 0 && last < toSeq) {
+        if (nc.isClosed()) throw readerConnectionClosed(opts, last);
         // The next pull is asked for once less than half of the last one is still to come: its
         // messages arrive while the caller works on these, instead of a round trip (and the
         // server's first delivery) after each pull. Both pulls' messages come in stream order
@@ -296,12 +393,23 @@ export function streamReader(clients: StreamClients, stream: string, options: St
         const msg = await pulls.next(RANGE_PULL_EXPIRES_MS + 1000);
         if (msg === null) {
           asked = 0;
-          if (++stalls >= 6) throw new EventStoreError(`reading ${opts.filterSubject ?? stream} stalled at seq ${last} with ${remaining} messages pending`);
+          if (nc.isClosed()) throw readerConnectionClosed(opts, last);
+          const end = pulls.lastEnd();
+          if (consumerGone(end)) await resume(`its consumer is gone (${end?.code} ${end?.description || 'no responders'})`);
+          else if (pulls.timedOut()) await resume(`no answer to its pulls for ${RANGE_PULL_EXPIRES_MS + 1000} ms`);
+          else if (++stalls >= 6) throw new EventStoreError(`reading ${what} stalled at seq ${last} with ${remaining} messages pending`);
           continue;
         }
-        const seq = msg.reply ? ackInfo(msg.reply)?.streamSeq : undefined;
-        if (seq === undefined) throw new EventStoreError(`reading ${opts.filterSubject ?? stream}: a message without its delivery facts (${msg.reply})`);
+        const facts = msg.reply ? ackInfo(msg.reply) : null;
+        if (facts === null) throw new EventStoreError(`reading ${what}: a message without its delivery facts (${msg.reply})`);
+        if (facts.delivery !== delivered + 1) {
+          await resume(`messages ${delivered + 1}..${facts.delivery - 1} of its consumer were lost on their way`);
+          continue;
+        }
+        delivered = facts.delivery;
+        const seq = facts.streamSeq;
         stalls = 0;
+        fruitless = 0;
         remaining--;
         largestSinceAsked = Math.max(largestSinceAsked, msg.data.length);
         if (seq > toSeq) break;
@@ -311,7 +419,7 @@ export function streamReader(clients: StreamClients, stream: string, options: St
     } finally {
       // Pulls still open (the range ended, or the caller stopped) end with the consumer.
       pulls.stop();
-      await jsm.consumers.delete(stream, name).catch(() => undefined);
+      if (!nc.isClosed()) await jsm.consumers.delete(stream, consumer.name).catch(() => undefined);
     }
   }
 

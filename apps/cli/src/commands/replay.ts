@@ -13,7 +13,7 @@ import {
 } from '@baton/projections';
 import type { Command } from '../command';
 import { flag, int, parseCommandArgs, str } from '../command';
-import { CliError, CliErrorCode, ExitCode, UsageError } from '../errors';
+import { CliError, CliErrorCode, ExitCode, natsReadFailure, UsageError } from '../errors';
 import { printJson } from '../output';
 import { formatCount, ProgressLine, progressIo } from '../progress';
 import {
@@ -236,7 +236,7 @@ Options:
         }
         if (json) printJson(ctx.io, outcomes);
         // Like verify: a difference is exit 1 (a rebuild would change the live projections).
-        return comparisons.some((c) => c.differing > 0) ? ExitCode.failure : ExitCode.ok;
+        return comparisons.some((c) => c.differing > 0) ? ExitCode.differ : ExitCode.ok;
       }
 
       // Every selected projection at once, over one read of the stream.
@@ -377,7 +377,11 @@ Options:
         });
       }
       if (error instanceof CliError) throw error;
-      throw rebuildFailure(error instanceof ShadowLostError ? error.projection : names.join(', '), error);
+      // NATS or JetStream gone under the read: unavailable (exit 69), as when it cannot connect.
+      throw (
+        natsReadFailure(error, ctx.natsUrl(), `rebuilding ${names.join(', ')}`) ??
+        rebuildFailure(error instanceof ShadowLostError ? error.projection : names.join(', '), error)
+      );
     } finally {
       interrupt.dispose();
     }

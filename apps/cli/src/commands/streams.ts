@@ -84,21 +84,26 @@ Options:
         throw streamReadError(error, stream, prefix, ctx.natsUrl());
       }
       const consumers: ConsumerHealth[] = [];
-      for await (const consumer of consumerInfos(nats.jsm, stream)) {
-        consumers.push({
-          name: consumer.name,
-          durable: Boolean(consumer.config.durable_name),
-          filter_subject: consumer.config.filter_subject ?? null,
-          pending: consumer.num_pending,
-          ack_pending: consumer.num_ack_pending,
-          redelivered: consumer.num_redelivered,
-          waiting: consumer.num_waiting,
-          lag: consumer.num_pending + consumer.num_ack_pending,
-          delivered_seq: consumer.delivered.stream_seq,
-          ack_floor_seq: consumer.ack_floor.stream_seq,
-          // The server sends a time string here, whatever the client's types say.
-          last_active: isoOrNull((consumer.ack_floor as { last_active?: unknown }).last_active),
-        });
+      // Listing the consumers reads JetStream too: one that stopped answering here (no leader) says so.
+      try {
+        for await (const consumer of consumerInfos(nats.jsm, stream)) {
+          consumers.push({
+            name: consumer.name,
+            durable: Boolean(consumer.config.durable_name),
+            filter_subject: consumer.config.filter_subject ?? null,
+            pending: consumer.num_pending,
+            ack_pending: consumer.num_ack_pending,
+            redelivered: consumer.num_redelivered,
+            waiting: consumer.num_waiting,
+            lag: consumer.num_pending + consumer.num_ack_pending,
+            delivered_seq: consumer.delivered.stream_seq,
+            ack_floor_seq: consumer.ack_floor.stream_seq,
+            // The server sends a time string here, whatever the client's types say.
+            last_active: isoOrNull((consumer.ack_floor as { last_active?: unknown }).last_active),
+          });
+        }
+      } catch (error) {
+        throw streamReadError(error, stream, prefix, ctx.natsUrl());
       }
       consumers.sort((a, b) => Number(b.durable) - Number(a.durable) || a.name.localeCompare(b.name));
       report.push({

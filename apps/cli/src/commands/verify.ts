@@ -1,7 +1,7 @@
 import { RebuildAbortedError } from '@baton/projections';
 import type { Command } from '../command';
 import { flag, parseCommandArgs, str } from '../command';
-import { CliError, CliErrorCode, ExitCode } from '../errors';
+import { CliError, CliErrorCode, ExitCode, natsReadFailure } from '../errors';
 import { printJson } from '../output';
 import { ProgressLine, progressIo } from '../progress';
 import {
@@ -56,7 +56,9 @@ A projection with no live generation (never built, or BATON_PROJECTION_PREFIX na
 keyspace) is not folded and counts as a difference when the stream holds events (missing: true).
 Progress goes to stderr (events done / total, rate, time left; none with --json); Ctrl-C stops it
 (exit 130). Exit 0 when every projection matches, 1 when any key differs or a projection is
-missing (repair with \`baton replay\`).
+missing (repair with \`baton replay\`); 69, no verdict, when NATS, JetStream or Redis stopped
+answering (unavailable, jetstream_unavailable). With several servers in NATS_URL, a node that goes
+under the read is left for another and the read goes on where it was.
 
 Options:
   --projection <name>   only this projection (inbox, stops, handoffs, runs, notices)
@@ -89,7 +91,8 @@ Options:
           cause: error,
         });
       }
-      throw error;
+      // NATS or JetStream gone under the read (every node of NATS_URL, or JetStream's leader): no verdict, exit 69, never "differ".
+      throw natsReadFailure(error, ctx.natsUrl(), 'verify') ?? error;
     } finally {
       interrupt.dispose();
     }
@@ -134,6 +137,6 @@ Options:
         ctx.io.stdout.write('every difference may be events applied while it was compared: run `baton verify` again when traffic is quieter\n');
       }
     }
-    return report.ok ? ExitCode.ok : ExitCode.failure;
+    return report.ok ? ExitCode.ok : ExitCode.differ;
   },
 };

@@ -1,5 +1,14 @@
 import { Controller, Get, HttpCode, HttpException, HttpStatus, Inject, Module, DynamicModule, Optional } from '@nestjs/common';
 
+export {
+  JetStreamProbe,
+  JETSTREAM_PROBE_CACHE_MS,
+  JETSTREAM_PROBE_TIMEOUT_MS,
+  type JetStreamProbeConnection,
+  type JetStreamProbeOptions,
+  type JetStreamProbeResult,
+} from './jetstream-probe';
+
 /** A readiness probe: resolves when the dependency answers, rejects (or returns false) when not. */
 export type ReadinessCheck = { name: string; check: () => Promise<boolean> };
 
@@ -16,8 +25,9 @@ export const READINESS_DETAILS = Symbol('READINESS_DETAILS');
 
 /**
  * `/health/live` answers 200 while the process runs; `/health/ready` answers 200 only when every
- * readiness check (NATS, Redis...) passes within a second, else 503 with the failing names; both
- * carry the service's readiness details, if it provides any.
+ * readiness check (NATS connected, JetStream answering — {@link JetStreamProbe} —, Redis...)
+ * passes within a second, else 503 with the failing names; both carry the service's readiness
+ * details, if it provides any.
  */
 @Controller('health')
 export class HealthController {

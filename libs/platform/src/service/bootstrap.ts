@@ -4,6 +4,7 @@ import { NestFactory } from '@nestjs/core';
 import { z } from 'zod';
 import { BaseConfigSchema, checkNatsAuth, ConfigError, envInt, loadConfig, unknownOwnVariables } from '../config/config';
 import { HealthModule } from '../health/health';
+import { JetStreamProbe } from '../health/jetstream-probe';
 import { JsonLogger } from '../logging/logger';
 import { installTracing, instrumentNats, instrumentRunners } from '@baton/eventstore';
 import { JetStreamConsumerBinding, JetStreamServer } from '../transport/jetstream.server';
@@ -116,12 +117,17 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
   const runners = runnerInstrumentation(metrics, { jsm: runtime.nats.jsm, prefix: config.BATON_PREFIX });
   instrumentRunners(runtime.nats.js, runners);
 
+  // Connected is not enough: a cluster without a JetStream leader keeps the connection while no
+  // append can succeed. Asked at most once per JETSTREAM_PROBE_CACHE_MS, whatever polls readiness.
+  const jetstream = new JetStreamProbe(runtime.nats.connection);
+
   @Module({
     imports: [
       RuntimeModule.forRoot(runtime),
       MetricsModule.forRoot(metrics),
       HealthModule.register([
         { name: 'nats', check: async () => !runtime.nats.connection.isClosed() && (await runtime.nats.connection.rtt()) >= 0 },
+        { name: 'jetstream', check: () => jetstream.available() },
         ...(runtime.redis ? [{ name: 'redis', check: async () => (await runtime.redis!.ping(900), true) }] : []),
       ]),
       ...opts.imports,
@@ -149,8 +155,9 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
   // Before anything initialises, so the JetStream handlers inherit it (see HybridExceptionFilter).
   app.useGlobalFilters(new HybridExceptionFilter(app.getHttpAdapter(), opts.httpExceptionFilter));
   // What an agent publishes (results, starts, messages, mesh results and starts) and a consumer
-  // gives up on is lettered under a per-sender budget: an agent refused in a loop cannot fill the
-  // shared DLQ (every other letter — events, operators, services — is written as before).
+  // refuses for itself is lettered under a per-sender budget: an agent refused in a loop cannot fill
+  // the shared DLQ. A letter redrive would republish (an acknowledged start of a workflow not
+  // published yet…) is always written, and every other letter — events, operators, services — as before.
   const refusedInputs = new RefusedLetters(runtime, new RefusedLetterCap(config.BATON_REFUSED_LETTERS_PER_MINUTE), 'agent inbox messages');
   const server = new JetStreamServer({
     name: opts.service,
