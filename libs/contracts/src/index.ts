@@ -25,3 +25,4 @@ export * from './inbound';
 export * from './ledger-access';
 export * from './msg-ids';
 export * from './ledger-protocol';
+export * from './nearest';

@@ -1,3 +1,4 @@
+import { nearestKey } from '@baton/contracts';
 import { z } from 'zod';
 
 /** A configuration problem found at start. The message names each bad variable. */
@@ -232,32 +233,8 @@ export function unknownOwnVariables(service: string, known: readonly string[], e
   const unknown: UnknownVariable[] = [];
   for (const variable of Object.keys(env).sort()) {
     if (!variable.startsWith(prefix) || knownSet.has(variable) || env[variable] === undefined) continue;
-    let nearest: string | undefined;
-    let best = Math.floor(variable.length / 3) + 1;
-    for (const name of known) {
-      const distance = editDistance(variable, name, best);
-      if (distance < best) [best, nearest] = [distance, name];
-    }
+    const nearest = nearestKey(variable, known);
     unknown.push(nearest !== undefined ? { variable, nearest } : { variable });
   }
   return unknown;
-}
-
-/** Single-character insertions, deletions and substitutions from `a` to `b`; `bound` or more once it is sure to be. */
-function editDistance(a: string, b: string, bound: number): number {
-  if (Math.abs(a.length - b.length) >= bound) return bound;
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const row = [i];
-    let rowMin = i;
-    for (let j = 1; j <= b.length; j++) {
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      const value = Math.min((previous[j] as number) + 1, (row[j - 1] as number) + 1, (previous[j - 1] as number) + cost);
-      row.push(value);
-      rowMin = Math.min(rowMin, value);
-    }
-    if (rowMin >= bound) return bound;
-    previous = row;
-  }
-  return previous[b.length] as number;
 }
