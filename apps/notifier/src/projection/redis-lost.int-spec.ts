@@ -1,20 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { MsgIds, Subjects, createEventRegistry } from '@baton/contracts';
-import { batonStreamNames, connectNats, eventHeaders, headersFrom, type NatsHandle } from '@baton/eventstore';
+import { createEventRegistry } from '@baton/contracts';
+import { batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
-import {
-  createBatonProjector,
-  createProjectionStore,
-  createRedis,
-  diffSnapshots,
-  foldScenario,
-  jetStreamReplaySource,
-  scenarioEnvelope,
-  scenarioSteps,
-  type RedisHandle,
-} from '@baton/projections';
+import { createBatonProjector, createProjectionStore, createRedis, diffSnapshots, jetStreamReplaySource, type RedisHandle } from '@baton/projections';
 import { startNotifier } from '../main';
 import { startPrivateServer, type PrivateServer } from '../api/private-server.int-support';
+import { captureNotifierLog, countNotices, projectionsCaughtUp, scenarioStream } from './scenario-stream.int-support';
 import { projectionPrefix } from './tokens';
 
 /*
@@ -27,45 +18,26 @@ import { projectionPrefix } from './tokens';
  */
 
 const PROJECTIONS = ['inbox', 'stops', 'handoffs', 'runs', 'notices'];
-const NOTICE_EVENTS = new Set(['run.notice_emitted', 'mesh.notice_emitted']);
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-const encoder = new TextEncoder();
-const decoder = new TextDecoder();
 
 describe('Redis loses its data under live traffic (private redis-server, real NATS)', () => {
   const prefix = `rl${randomBytes(5).toString('hex')}`;
   const registry = createEventRegistry();
-  const template = foldScenario(scenarioSteps({ project: 'zzz' }));
-  const noticesPerProject = template.filter((e) => NOTICE_EVENTS.has(e.event.type)).length;
   let server: PrivateServer;
   let redis: RedisHandle;
   let nats: NatsHandle;
+  let stream: ReturnType<typeof scenarioStream>;
   let service: RunningService;
-  const seen = new Map<string, number>();
-  const logLines: string[] = [];
-  let writeSpy: jest.SpyInstance;
+  let seen: Map<string, number>;
+  let log: ReturnType<typeof captureNotifierLog>;
 
   beforeAll(async () => {
     server = await startPrivateServer('redis-server');
     redis = createRedis(server.url);
     nats = await connectNats({ servers: process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222', reconnect: false });
-    nats.connection.subscribe(`${prefix}.notice.>`, {
-      callback: (_err, msg) => {
-        const notice = JSON.parse(decoder.decode(msg.data)) as { project: string; notice_id: string };
-        const key = `${notice.project} ${notice.notice_id}`;
-        seen.set(key, (seen.get(key) ?? 0) + 1);
-      },
-    });
-    await nats.connection.flush();
-    const write = process.stdout.write.bind(process.stdout);
-    writeSpy = jest.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array, ...rest: unknown[]) => {
-      const text = typeof chunk === 'string' ? chunk : decoder.decode(chunk);
-      if (text.includes('"service":"notifier"')) {
-        logLines.push(...text.split('\n').filter(Boolean));
-        return true;
-      }
-      return (write as (chunk: string | Uint8Array, ...rest: unknown[]) => boolean)(chunk, ...rest);
-    });
+    stream = scenarioStream(nats, prefix);
+    seen = await countNotices(nats, prefix);
+    log = captureNotifierLog();
     service = await startNotifier({
       ...process.env,
       BATON_PREFIX: prefix,
@@ -78,7 +50,7 @@ describe('Redis loses its data under live traffic (private redis-server, real NA
 
   afterAll(async () => {
     await service?.stop().catch(() => undefined);
-    writeSpy?.mockRestore();
+    log?.restore();
     await redis?.close().catch(() => undefined);
     await server?.remove();
     const names = batonStreamNames(prefix);
@@ -86,40 +58,15 @@ describe('Redis loses its data under live traffic (private redis-server, real NA
     await nats?.drain().catch(() => undefined);
   }, 30_000);
 
-  /** Store the scenario once in project `p<n>`, as the event store stores it (its notices have ids of their own in that project). */
-  async function publishProject(n: number): Promise<void> {
-    const project = `p${n}`;
-    for (const [index, e] of template.entries()) {
-      const stored = scenarioEnvelope(registry, e, `ev-${n}-${index}`, project);
-      const envelope = { ...stored, payload: JSON.parse(JSON.stringify(stored.payload).split('"zzz"').join(`"${project}"`)) as unknown };
-      await nats.js.publish(Subjects.aggregate(prefix, project, e.aggregate, e.id), encoder.encode(JSON.stringify(envelope)), {
-        msgID: MsgIds.event(project, e.aggregate, e.id, envelope.id),
-        headers: headersFrom(eventHeaders(registry, envelope.type, envelope.version)),
-      });
-    }
-  }
-
-  async function caughtUp(timeoutMs: number): Promise<void> {
-    const store = createProjectionStore({ redis: redis.client, prefix: projectionPrefix(prefix) });
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const last = (await nats.jsm.streams.info(batonStreamNames(prefix).events)).state.last_seq;
-      const statuses = await Promise.all(PROJECTIONS.map((name) => store.status({ name, version: 1 })));
-      if (statuses.every((s) => s.activeGeneration !== null && s.lastSeq === last)) return;
-      if (Date.now() > deadline) throw new Error(`projections at ${statuses.map((s) => s.lastSeq).join(',')}, stream at ${last}`);
-      await sleep(100);
-    }
-  }
-
   it('FLUSHDB while events flow: no notice published again for events before the loss, each later one once, the warn line logged, projections equal to a fold', async () => {
-    expect(noticesPerProject).toBeGreaterThan(0);
+    expect(stream.noticesPerProject).toBeGreaterThan(0);
     const projects = 16;
     const flushAfter = 8;
     let published = 0;
     // Steady traffic: a project's runs (stopping for people, so with notices) every 100 ms.
     const traffic = (async () => {
       for (let n = 0; n < projects; n++) {
-        await publishProject(n);
+        await stream.publish(n);
         published = n + 1;
         await sleep(100);
       }
@@ -129,7 +76,7 @@ describe('Redis loses its data under live traffic (private redis-server, real NA
     await sleep(300);
     await redis.client.flushdb();
     await traffic;
-    await caughtUp(30_000);
+    await projectionsCaughtUp(nats, redis, prefix, 30_000);
     // Let notices in flight arrive.
     await nats.connection.flush();
     await sleep(500);
@@ -137,9 +84,9 @@ describe('Redis loses its data under live traffic (private redis-server, real NA
     const repeated = [...seen].filter(([, count]) => count > 1);
     expect(repeated).toEqual([]);
     // Nothing acknowledged is lost: every notice in the stream was published, once.
-    expect(seen.size).toBe(projects * noticesPerProject);
+    expect(seen.size).toBe(projects * stream.noticesPerProject);
 
-    const lost = logLines
+    const lost = log.lines
       .map((line) => JSON.parse(line) as { level: string; msg: string; projection?: string; reason?: string; status?: string })
       .filter((line) => line.msg === 'projection lost from Redis: rebuilt from the events stream');
     expect(lost.map((line) => line.projection).sort()).toEqual([...PROJECTIONS].sort());
