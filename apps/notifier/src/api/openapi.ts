@@ -488,10 +488,10 @@ export function buildOpenApiDocument(): object {
         get: {
           operationId: 'healthReady',
           summary:
-            'Readiness: NATS and Redis answer; `details.projections` tells whether each projection is behind and any rebuild in progress (no stream counters: this answers without a token)',
+            'Readiness: NATS, JetStream and Redis answer; `details.projections` tells whether each projection is behind and any rebuild in progress (no stream counters: this answers without a token)',
           security: [],
           responses: {
-            '200': json(HealthReadySchema, '`{ status: "ready", checks: { nats, redis }, details: { projections } }`'),
+            '200': json(HealthReadySchema, '`{ status: "ready", checks: { nats, jetstream, redis }, details: { projections } }`'),
             '503': json(HealthReadySchema, 'not ready: `{ status: "not_ready", checks, details }` with the failed check `false`'),
           },
         },

@@ -686,6 +686,6 @@ const ProjectionReadinessSchema = z.object({
 /** `GET /health/ready` (200 ready, 503 not ready: the failed check is `false`). */
 export const HealthReadySchema = z.object({
   status: z.enum(['ready', 'not_ready']),
-  checks: z.record(z.string(), z.boolean()).describe('nats, redis: whether each answered'),
+  checks: z.record(z.string(), z.boolean()).describe('nats, jetstream, redis: whether each answered (jetstream: its API answered, so a cluster has a leader)'),
   details: z.object({ projections: ProjectionReadinessSchema.optional() }).optional(),
 });
