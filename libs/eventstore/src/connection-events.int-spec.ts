@@ -200,11 +200,13 @@ describe('connectionEvents: reconnects exhausted (maxReconnectAttempts), break a
 });
 
 describe('connectionEvents: the server’s errors in its words (a nats-server with permissions)', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'baton-connection-events-'));
+  let dir: string;
   let server: ChildProcess;
   let handle: NatsHandle;
 
+  // Made in beforeAll, not when the file loads: a run that filters this block out leaves no dir.
   beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'baton-connection-events-'));
     const port = await freePort();
     const config = join(dir, 'server.conf');
     writeFileSync(
@@ -215,9 +217,9 @@ describe('connectionEvents: the server’s errors in its words (a nats-server wi
     handle = await connectNats({ servers: `nats://127.0.0.1:${port}`, user: 'svc', pass: 'pw', checkJetStream: false, reconnect: false });
   });
   afterAll(async () => {
-    await handle.close();
-    await stopServer(server, 'SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
+    await handle?.close();
+    if (server) await stopServer(server, 'SIGKILL');
+    if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
   it('a publish the server forbids: server_error with the client’s code, the server’s text, about other; the connection stays', async () => {
