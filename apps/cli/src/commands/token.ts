@@ -140,8 +140,10 @@ function warnSharedNames(ctx: CliContext, records: readonly ApiTokenInfo[], now:
     const key = record.name.toLowerCase();
     byName.set(key, [...(byName.get(key) ?? []), record]);
   }
-  for (const shared of byName.values()) {
-    if (shared.length < 2) continue;
+  for (const found of byName.values()) {
+    if (found.length < 2) continue;
+    // The store's set is unordered: oldest first, then by id, so the warning reads the same every time.
+    const shared = [...found].sort((a, b) => a.created_at.localeCompare(b.created_at) || a.token_id.localeCompare(b.token_id));
     const ids = shared.map((r) => r.token_id);
     const names = [...new Set(shared.map((r) => r.name))].join(' / ');
     ctx.warn(
