@@ -14,9 +14,17 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { natsConfigWarningLines } = require('./nats-config-warnings');
 const { NatsListenError, chooseNatsListen, natsUrlOf, portOf: asPort, recordListen, recordedListen } = require('./nats-listen');
+const { enableAccountJetStream } = require('./nats-account');
+const { natsLogLineShown } = require('./nats-log-lines');
 
 const root = path.resolve(__dirname, '..');
 const redisUrl = new URL(process.env.REDIS_URL || 'redis://127.0.0.1:6379');
+/** REDIS_URL as npm start prints it: a password in it (redis://:<password>@host) shown as ***. */
+const redisShown = (() => {
+  const shown = new URL(redisUrl.href);
+  if (shown.password) shown.password = '***';
+  return shown.href;
+})();
 const services = [
   { name: 'ledger', port: 7102 },
   { name: 'router', port: 7101 },
@@ -100,6 +108,29 @@ const serviceChildren = [];
  */
 const natsDir = path.resolve(root, process.env.BATON_NATS_DIR || path.join('var', 'nats-auth'));
 const serviceEnv = {};
+
+/**
+ * The subject prefix the services run with: BATON_PREFIX as they read it (the platform's config, its
+ * default when unset). local.json names it and the banner prints it: the CLI in another shell takes
+ * it from local.json, a client elsewhere needs BATON_PREFIX set to it.
+ */
+function servicesPrefix() {
+  const { BaseConfigSchema, loadConfig } = require(path.join(root, 'dist', 'libs', 'platform', 'src'));
+  return loadConfig(BaseConfigSchema.pick({ BATON_PREFIX: true }), process.env).BATON_PREFIX;
+}
+
+let tokenKey = null;
+/**
+ * The deployment's token key file: BATON_TOKEN_KEY_FILE, else <natsDir>/token.key, made once (0600)
+ * by the same function `baton nats-config` makes it with. The notifier trusts only operator API
+ * token records signed with it, and the CLI signs with it (local.json names it).
+ */
+function tokenKeyFile() {
+  if (tokenKey !== null) return tokenKey;
+  if (process.env.BATON_TOKEN_KEY_FILE) return (tokenKey = path.resolve(process.env.BATON_TOKEN_KEY_FILE));
+  const { ensureTokenKeyFile } = require(path.join(root, 'dist', 'libs', 'platform', 'src', 'auth', 'token-key.js'));
+  return (tokenKey = ensureTokenKeyFile(natsDir).key.file);
+}
 
 /** `baton <args>` (the built CLI), run to its end: its stdout and stderr; a failure is thrown. */
 function batonCli(args) {
@@ -217,12 +248,22 @@ async function ensureNats() {
     throw new Error(`${error.message} (its log: ${natsLog})`);
   }
   const url = natsUrlOf(nats);
+  // One connection first, alone: the server enables the account's JetStream on it, not on four
+  // services connecting at once (a fresh store's `[ERR] Error configuring jetstream`: nats-account.js).
+  await enableAccountJetStream(root, { url, creds: summary.creds.admin, prefix: summary.prefix }).catch((error) =>
+    console.error(`[start] warning (nats_first_connection): the admin's first connection to ${url} failed: ${error.message}; starting the services anyway`),
+  );
   for (const service of services) serviceEnv[service.name] = { NATS_URL: url, NATS_CREDS: summary.creds[service.name] };
   // The Redis the services use too: the CLI reads projections there (unless REDIS_URL says otherwise).
   // The server's pid and log: `baton creds revoke` names them (reload it, read the log).
-  writtenLocal = `${JSON.stringify({ url, creds: summary.creds, redis: redisUrl.href, api, nats_server: { pid: child.pid, log: natsLog } }, null, 2)}\n`;
+  // (natsDir is 0700: a password in REDIS_URL is kept there as the credentials are.)
+  // The services' prefix too: the CLI takes it from here when BATON_PREFIX is not set (the prefix the
+  // admin's credentials were issued for: nats-config's, which reads BATON_PREFIX as the services do).
+  writtenLocal = `${JSON.stringify({ url, creds: summary.creds, prefix: summary.prefix, redis: redisUrl.href, api, token_key: tokenKeyFile(), nats_server: { pid: child.pid, log: natsLog } }, null, 2)}\n`;
   fs.writeFileSync(path.join(natsDir, 'local.json'), writtenLocal);
-  console.log(`[start] the baton CLI and npm run demo connect as admin through ${path.join(natsDir, 'local.json')}; agents get credentials with: npx baton creds agent --project <p> --agent <name>`);
+  console.log(
+    `[start] the baton CLI and npm run demo connect as admin through ${path.join(natsDir, 'local.json')} (prefix ${summary.prefix}); agents get credentials with: npx baton creds agent --project <p> --agent <name>`,
+  );
 }
 
 /**
@@ -238,6 +279,8 @@ function logNatsServer(child) {
   file.on('error', (error) => console.error(`[start] cannot write ${natsLog}: ${error.message}`));
   file.write(`--- npm start ${new Date().toISOString()}: nats-server pid ${child.pid}\n`);
   const prefix = '[nats]'.padEnd(11);
+  // Shared by stdout and stderr: once the server says it shuts down, its advisories' warnings are left out (nats-log-lines.js).
+  const shown = {};
   let open = 2;
   for (const stream of [child.stdout, child.stderr]) {
     let buffer = '';
@@ -248,8 +291,9 @@ function logNatsServer(child) {
       while ((index = buffer.indexOf('\n')) >= 0) {
         const line = buffer.slice(0, index);
         buffer = buffer.slice(index + 1);
-        if (/\[(ERR|WRN|FTL)\]/.test(line)) console.error(`${prefix} ${line}`);
-        else if (line.includes('Reloaded server configuration')) console.log(`${prefix} ${line}`);
+        const where = natsLogLineShown(line, shown);
+        if (where === 'error') console.error(`${prefix} ${line}`);
+        else if (where === 'log') console.log(`${prefix} ${line}`);
       }
     });
     stream.on('end', () => {
@@ -263,17 +307,26 @@ async function ensureRedis() {
   if (await reachable(host, port)) return;
   const bin = onPath('redis-server');
   if (!bin || !['127.0.0.1', 'localhost'].includes(host)) {
-    console.error(`Redis is not reachable at ${redisUrl.href}.`);
+    console.error(`Redis is not reachable at ${redisShown}.`);
     console.error('Install redis-server (Debian: apt-get install redis-server) and run:');
-    console.error(`  redis-server --port ${port} --appendonly yes --dir ./var/redis`);
+    console.error(`  redis-server --port ${port} --appendonly yes --dir ./var/redis${redisUrl.password ? ' (with requirepass set to the password of REDIS_URL)' : ''}`);
     console.error('or set REDIS_URL.');
     // The nats-server it may have started stops with it.
     return shutdown(1);
   }
   const dir = path.join(root, 'var', 'redis');
   fs.mkdirSync(dir, { recursive: true });
-  console.log(`[start] starting redis-server on ${host}:${port} (data in var/redis)`);
-  const child = spawn(bin, ['--bind', '127.0.0.1', '--port', String(port), '--appendonly', 'yes', '--dir', dir], { stdio: 'ignore' });
+  // A password in REDIS_URL (redis://:<password>@127.0.0.1:6379) is the server's requirepass, given on
+  // its standard input (`-`: read configuration from stdin), not its command line, which every local
+  // user can read. Without one, the server is loopback-only and open to every local user.
+  const password = redisUrl.password ? decodeURIComponent(redisUrl.password) : '';
+  console.log(
+    `[start] starting redis-server on ${host}:${port} (data in var/redis; ${password ? 'password from REDIS_URL' : 'no password: any local user can read and write it — put one in REDIS_URL, redis://:<password>@127.0.0.1:6379'})`,
+  );
+  const child = spawn(bin, ['--bind', '127.0.0.1', '--port', String(port), '--appendonly', 'yes', '--dir', dir, ...(password ? ['-'] : [])], {
+    stdio: [password ? 'pipe' : 'ignore', 'ignore', 'ignore'],
+  });
+  if (password) child.stdin.end(`requirepass ${JSON.stringify(password)}\n`);
   servers.push(child);
   await waitFor(host, port, 'redis-server');
 }
@@ -394,11 +447,17 @@ async function shutdown(code = 0) {
 (async () => {
   build();
   await ensureNats();
+  // The notifier trusts only token records signed with the deployment's key (unless BATON_TOKEN_KEY_FILE names another).
+  serviceEnv.notifier = { ...serviceEnv.notifier, BATON_TOKEN_KEY_FILE: tokenKeyFile() };
+  console.log(`[start] operator API tokens are signed with ${tokenKeyFile()} (baton token create finds it through local.json, else BATON_TOKEN_KEY_FILE)`);
   await ensureRedis();
   for (const service of services) runService(service);
+  const prefix = servicesPrefix();
   console.log(
-    `[start] Baton is starting: operator API and inbox on ${api}; health and metrics: ${services.map(({ name, port }) => `${name} ${port}`).join(', ')} (Ctrl-C stops)`,
+    `[start] Baton is starting (BATON_PREFIX=${prefix}): operator API and inbox on ${api}; health and metrics: ${services.map(({ name, port }) => `${name} ${port}`).join(', ')} (Ctrl-C stops)`,
   );
+  // Without local.json (NATS_URL given) the CLI in another shell reads BATON_PREFIX alone: one not the default must be given to it.
+  if (writtenLocal === null && prefix !== 'baton') console.log(`[start] the services run with BATON_PREFIX=${prefix}: give it to the baton CLI and npm run demo`);
   // The CLI (answer, answer-hold, decide, abandon) and npm run demo call the operator API at
   // BATON_API_URL, else the one local.json names, else http://127.0.0.1:7100: without local.json
   // (NATS_URL given) they need to be told where it moved.

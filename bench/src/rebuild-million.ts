@@ -23,6 +23,7 @@ import {
   jetStreamReplaySource,
   scenarioSteps,
   type RebuildProgress,
+  type RedisHandle,
 } from '@baton/projections';
 import { cleanupDeployment } from '@baton/testing';
 import { nowMs, round } from './stats';
@@ -42,6 +43,21 @@ export interface LongRebuildResult {
   cpu_us_per_event: number | null;
   /** Node flags of the rebuilding process. */
   node_flags: string;
+  /** What the rebuilt projections hold in Redis, or null when it could not be measured. */
+  redis: RedisFootprint | null;
+  /** The aggregates the stream's events belong to, by kind (runs, handoffs, meshes…). */
+  aggregates: Record<string, number>;
+}
+
+/** The Redis memory of a deployment's projections (`MEMORY USAGE` of every key), after a rebuild. */
+export interface RedisFootprint {
+  keys: number;
+  /** MEMORY USAGE summed over the keys, MB. */
+  mb: number;
+  /** Bytes per event of the stream the projections were built from. */
+  bytes_per_event: number;
+  /** Per projection (`runs`, `handoffs`, `stops`, `inbox`, `notices`, and `meta` for the rest): keys and MB. */
+  by_projection: Record<string, { keys: number; mb: number }>;
 }
 
 /** What the child prints on its last stdout line. */
@@ -67,7 +83,11 @@ const TEMPLATE_PROJECT = 'zqtemplatezq';
  * no one started, the notifier showing them to operators — and nothing removes them from the
  * stream afterwards.
  */
-export async function fillStream(nats: NatsHandle, prefix: string, count: number): Promise<{ events: number; appendPerS: number }> {
+export async function fillStream(
+  nats: NatsHandle,
+  prefix: string,
+  count: number,
+): Promise<{ events: number; appendPerS: number; aggregates: Record<string, number> }> {
   await provision(nats.jsm, batonTopology(prefix));
   const registry = createEventRegistry();
   // One template copy of the scenario, serialised once; each project's copy swaps the project key.
@@ -78,11 +98,18 @@ export async function fillStream(nats: NatsHandle, prefix: string, count: number
   const started = nowMs();
   const inFlight = new Set<Promise<unknown>>();
   let events = 0;
+  const seen = new Set<string>();
+  const aggregates: Record<string, number> = {};
   for (let p = 0; events < count; p++) {
     const project = `p${p}`;
+    seen.clear();
     for (const t of template) {
       if (events >= count) break;
       events++;
+      if (!seen.has(`${t.kind}/${t.id}`)) {
+        seen.add(`${t.kind}/${t.id}`);
+        aggregates[t.kind] = (aggregates[t.kind] ?? 0) + 1;
+      }
       const headers = eventHeaders(registry, t.type, t.version);
       if (events % 3 === 0) headers['traceparent'] = `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-01`;
       const ack = nats.js
@@ -96,7 +123,54 @@ export async function fillStream(nats: NatsHandle, prefix: string, count: number
     }
   }
   await Promise.all(inFlight);
-  return { events, appendPerS: Math.round(events / ((nowMs() - started) / 1000)) };
+  return { events, appendPerS: Math.round(events / ((nowMs() - started) / 1000)), aggregates };
+}
+
+/** Keys whose MEMORY USAGE is asked in one pipeline. */
+const MEMORY_BATCH = 1_000;
+
+/**
+ * The Redis memory the projections of `prefix` hold: `MEMORY USAGE` (the key, its value and
+ * Redis's overhead for them; nested values sampled, Redis's default) of every key under
+ * `<prefix>:proj:`, summed per projection — what an SRE sizes Redis by, since the projections keep
+ * every run, handoff and item the stream holds.
+ */
+export async function redisFootprint(redis: RedisHandle['client'], prefix: string, events: number): Promise<RedisFootprint> {
+  const base = `${prefix}:proj:`;
+  const by: Record<string, { keys: number; bytes: number }> = {};
+  let keys = 0;
+  let bytes = 0;
+  let batch: string[] = [];
+  const measure = async (names: string[]) => {
+    const pipeline = redis.pipeline();
+    for (const name of names) pipeline.memory('USAGE', name);
+    const answers = (await pipeline.exec()) ?? [];
+    names.forEach((name, index) => {
+      const [error, value] = answers[index] ?? [null, null];
+      const size = error === null && typeof value === 'number' ? value : 0;
+      const projection = /^([a-z]+):g\d+:/.exec(name.slice(base.length))?.[1] ?? 'meta';
+      const entry = (by[projection] ??= { keys: 0, bytes: 0 });
+      entry.keys++;
+      entry.bytes += size;
+      keys++;
+      bytes += size;
+    });
+  };
+  for await (const found of redis.scanStream({ match: `${base}*`, count: MEMORY_BATCH })) {
+    batch.push(...(found as string[]));
+    if (batch.length >= MEMORY_BATCH) {
+      await measure(batch);
+      batch = [];
+    }
+  }
+  if (batch.length > 0) await measure(batch);
+  const mb = (b: number) => round(b / 2 ** 20, 1);
+  return {
+    keys,
+    mb: mb(bytes),
+    bytes_per_event: events > 0 ? Math.round(bytes / events) : 0,
+    by_projection: Object.fromEntries(Object.entries(by).map(([name, entry]) => [name, { keys: entry.keys, mb: mb(entry.bytes) }])),
+  };
 }
 
 function vmHwmMb(pid: number): number | null {
@@ -153,6 +227,12 @@ export async function measureLongRebuild(opts: LongRebuildOptions): Promise<Long
     if (code !== 0 || !out.startsWith('{')) throw new Error(`the rebuilding process exited ${code} without a report`);
     const report = JSON.parse(out) as ChildReport;
     const childPeak = round(report.max_rss_kb / 1024, 1);
+    let footprint: RedisFootprint | null = null;
+    try {
+      footprint = await redisFootprint(redis.client, prefix, report.events);
+    } catch (error) {
+      opts.log(`  the projections' Redis memory could not be measured: ${(error as Error).message}`);
+    }
     return {
       events: report.events,
       projections: Object.keys(report.statuses).length,
@@ -162,6 +242,8 @@ export async function measureLongRebuild(opts: LongRebuildOptions): Promise<Long
       peak_rss_mb: Math.max(peak ?? 0, childPeak) || null,
       cpu_us_per_event: report.events > 0 ? round(report.cpu_us / report.events, 1) : null,
       node_flags: flags.join(' '),
+      redis: footprint,
+      aggregates: filled.aggregates,
     };
   } finally {
     await cleanupDeployment(opts.nats, redis.client, prefix);
@@ -234,5 +316,14 @@ export function longRebuildLines(result: LongRebuildResult): string[] {
   return [
     `  Baton rebuild of a long stream   ${result.events_per_s} events/s (${result.events} events, ${result.projections} projections, ${result.seconds} s), ` +
       `peak RSS ${result.peak_rss_mb ?? '?'} MB, ${result.cpu_us_per_event ?? '?'} µs CPU per event (rebuilding process${result.node_flags ? `, node ${result.node_flags}` : ''})`,
+    `  the projections in Redis          ${
+      result.redis === null
+        ? 'not measured'
+        : `${result.redis.mb} MB in ${result.redis.keys} keys, ${result.redis.bytes_per_event} bytes per event (${Object.entries(result.redis.by_projection)
+            .map(([name, p]) => `${name} ${p.mb} MB`)
+            .join(', ')})`
+    }; the stream's aggregates: ${Object.entries(result.aggregates)
+      .map(([kind, n]) => `${n} ${kind}`)
+      .join(', ')}`,
   ];
 }

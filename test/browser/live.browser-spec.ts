@@ -242,11 +242,13 @@ describe('the live inbox in headless Chromium: one stream per browser, ended ses
     await closeAll(context);
   });
 
-  it('a later page stays that page at the next live update (the cursor and page size are kept); the heading says how many are shown', async () => {
+  it('a later page stays that page at the next live update (the cursor and page size are kept); the heading says how many are open and how many shown, the open count kept current', async () => {
     for (let i = 0; i < 4; i++) await newStop();
     const page = await openInbox(context, '/inbox?limit=2');
     expect(await articleIds(page)).toHaveLength(2);
-    expect(await page.locator('[data-testid="shown"]').innerText()).toBe('(2 shown; more on the next page)');
+    expect(await page.locator('[data-testid="shown"]').innerText()).toMatch(/^\(\d+ open; 2 shown; more on the next page\)$/);
+    const open = Number(await page.locator('#open-count').innerText());
+    expect(open).toBeGreaterThanOrEqual(4);
     await Promise.all([page.waitForURL(/cursor=/), page.locator('[data-testid="more"]').click()]);
     await isLive(page);
     const second = await articleIds(page);
@@ -259,6 +261,8 @@ describe('the live inbox in headless Chromium: one stream per browser, ended ses
     await waitUntil('page 2 to reconcile', async () => ((await updates(page)) > seen ? true : undefined));
     expect(await articleIds(page)).toEqual(second);
     expect(await page.locator('#item-count').innerText()).toBe('2');
+    // The open count is the inbox's, not the page's: page 2 counts the new stop too.
+    await waitUntil('the open count to take the new stop', async () => (Number(await page.locator('#open-count').innerText()) === open + 1 ? true : undefined));
     await closeAll(context);
   });
 

@@ -1,4 +1,5 @@
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { ensureTokenKeyFile } from '@baton/platform';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type BrowserContext } from 'playwright-core';
@@ -55,7 +56,17 @@ export async function startBrowserPlatform(
 ): Promise<BrowserPlatform> {
   const natsUrl = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
   const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
-  const env = { NATS_URL: natsUrl, REDIS_URL: redisUrl, BATON_PREFIX: prefix, LOG_LEVEL: 'warn', WATCHDOG_TICK_MS: '500', ...extraEnv };
+  // The deployment's token key: the notifier trusts only token records signed with it, and the CLI signs with it.
+  const keyDir = await mkdtemp(join(tmpdir(), 'baton-browser-key-'));
+  const env = {
+    NATS_URL: natsUrl,
+    REDIS_URL: redisUrl,
+    BATON_PREFIX: prefix,
+    LOG_LEVEL: 'warn',
+    WATCHDOG_TICK_MS: '500',
+    BATON_TOKEN_KEY_FILE: ensureTokenKeyFile(keyDir).key.file,
+    ...extraEnv,
+  };
   await mkdir(SHOTS, { recursive: true });
   const nats = await connectNats({ servers: natsUrl, reconnect: false });
   const redis = createRedis(redisUrl);
@@ -65,6 +76,7 @@ export async function startBrowserPlatform(
     await cleanupDeployment(nats, redis.client, prefix).catch(() => undefined);
     await nats.close();
     await redis.close();
+    await rm(keyDir, { recursive: true, force: true });
   };
   try {
     for (const name of ['ledger', 'router', 'watchdog', 'notifier']) services.push(startService(name, await freePort(), env, { instance: `${name}-${tag}` }));

@@ -11,6 +11,7 @@ import {
 } from '@baton/contracts';
 import { HandoffErrorCode, HandoffRefusalCode, MeshErrorCode, ProjectControlErrorCode, ResultClaimCode, ResumeErrorCode, RunErrorCode } from '@baton/domain';
 import { DeadLetterReason, EventStoreErrorCode, RedriveSkip } from '@baton/eventstore';
+import { SdkErrorCode } from '@baton/sdk';
 
 /*
  * docs/errors.md is the list of codes a client can receive. This test fails when the code gains a
@@ -156,8 +157,8 @@ const httpCodes = [
 const routerCodes = [...codeFields(routerFiles), ...capture(routerFiles, /export const [A-Z_]+_CODE = '([a-z_]+)'/)];
 /** Literal codes the ledger answers besides its const objects. */
 const ledgerCodes = [...codeFields(ledgerFiles), ...capture(ledgerFiles, /\brefused\(\s*'([a-z_]+)'/)];
-/** Codes of the SDK's own errors: `{ code: '<code>' }` and BatonSdkError's default. */
-const sdkCodes = [...codeFields(sdkFiles), ...capture(sdkFiles, /\bcode \?\? '([a-z_]+)'/)];
+/** Codes of the SDK's own errors: SdkErrorCode (each error class's), and any `{ code: '<code>' }` literal of its sources. */
+const sdkCodes = [...values(SdkErrorCode), ...codeFields(sdkFiles), ...capture(sdkFiles, /\bcode \?\? '([a-z_]+)'/)];
 /** Literal dead-letter reasons: `new PoisonError(message, '<reason>'` and `deadLetter({ reason: '<reason>' })`. */
 const deadLetterCodes = everyFile
   .flatMap((file) => {
@@ -212,7 +213,7 @@ const sections: Section[] = [
   // The API answers the ledger's idempotency_key_reused itself (409 with `details.decided`), by the ledger's constant.
   { title: 'Operator HTTP API', must: [HandoffErrorCode.idempotencyKeyReused], takes: ['http'] },
   // EdgeRefusedError's code is the agent edge's reason; publishResult refuses a result naming no claim with the claim rule's code.
-  { title: 'SDK errors', must: [...EdgeRefusalReasons, ResultClaimCode.claimRequired], takes: ['sdk'] },
+  { title: 'SDK errors', must: [...values(SdkErrorCode), ...EdgeRefusalReasons, ResultClaimCode.claimRequired], takes: ['sdk'] },
   { title: 'Event store errors', must: values(EventStoreErrorCode) },
   { title: 'Dead-letter reasons', must: values(DeadLetterReason), takes: ['deadLetters'] },
   { title: 'Redrive skip reasons', must: values(RedriveSkip) },

@@ -236,7 +236,9 @@ describe('kill switch through whole runs (router + ledger, SDK agents, real NATS
     expect(shown.code).toBe(0);
     expect(shown.out).toMatch(/definition: +none published/);
     expect(shown.out).toMatch(/status: +paused/);
-    expect(shown.out).toMatch(/paused_by: +olga/);
+    // The admin connection paused it; the person BATON_OPERATOR names is its claim, shown as one.
+    expect(shown.out).toMatch(/paused_by: +admin\n/);
+    expect(shown.out).toMatch(/on_behalf_of: +olga \(claimed by the admin connection\)/);
     expect(shown.out).toMatch(/reason: +before it is set up/);
     expect((await baton('resume', 'opz')).code).toBe(0);
 

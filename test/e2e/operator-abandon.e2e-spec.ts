@@ -131,8 +131,14 @@ describe('operators abandon handoffs through the API and the CLI (router + ledge
     }
     expect(await statusOf(PROJECT, 'h-1')).toBe('pending');
 
-    // The body's actor is ignored: the token names who abandons.
-    const abandoned = await post('olga', path, { reason: 'no longer needed', idempotency_key: 'ab-1', actor: 'mallory' });
+    // The token names who abandons: a body naming another actor is refused 403 identity_mismatch and nothing is sent;
+    // one repeating the token's name is taken.
+    expect(await post('olga', path, { reason: 'no longer needed', idempotency_key: 'ab-1', actor: 'mallory' })).toMatchObject({
+      status: 403,
+      body: { error: { code: 'identity_mismatch', details: { field: 'actor', actor: 'olga' } } },
+    });
+    expect(await statusOf(PROJECT, 'h-1')).toBe('pending');
+    const abandoned = await post('olga', path, { reason: 'no longer needed', idempotency_key: 'ab-1', actor: 'olga' });
     expect(abandoned).toMatchObject({ status: 200, body: { outcome: 'applied', events: 1, handoff: { id: 'h-1', project: PROJECT, status: 'abandoned' } } });
     const recorded = (await handoffEvents(PROJECT, 'h-1')).filter((e) => e.type === 'handoff.abandoned');
     expect(recorded.map((e) => e.payload)).toEqual([expect.objectContaining({ abandoned_by: 'olga', reason: 'no longer needed', idempotency_key: 'ab-1' })]);

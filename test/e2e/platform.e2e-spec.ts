@@ -1,4 +1,8 @@
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ensureTokenKeyFile } from '@baton/platform';
 import { batonProjections, createProjectionStore, createRedis, type RedisHandle } from '@baton/projections';
 import { createEventRegistry, MsgIds, Subjects } from '@baton/contracts';
 import { batonStreamNames, deploymentStreamNames, connectNats, JetStreamEventStore, type NatsHandle } from '@baton/eventstore';
@@ -28,8 +32,19 @@ const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
  */
 describe('Baton end to end: four services as processes', () => {
   const prefix = `e2e${randomBytes(4).toString('hex')}`;
+  // The deployment's token key: the notifier trusts only token records signed with it, and the CLI signs with it.
+  const keyDir = mkdtempSync(join(tmpdir(), 'baton-e2e-key-'));
+  const tokenKey = ensureTokenKeyFile(keyDir).key.file;
   // The ledger re-reads a project's roster after 200 ms (default 5 s), so a test sees a publish soon.
-  const env = { NATS_URL: natsUrl, REDIS_URL: redisUrl, BATON_PREFIX: prefix, LOG_LEVEL: 'warn', WATCHDOG_TICK_MS: '200', LEDGER_DEFINITION_TTL_MS: '200' };
+  const env = {
+    NATS_URL: natsUrl,
+    REDIS_URL: redisUrl,
+    BATON_PREFIX: prefix,
+    LOG_LEVEL: 'warn',
+    WATCHDOG_TICK_MS: '200',
+    LEDGER_DEFINITION_TTL_MS: '200',
+    BATON_TOKEN_KEY_FILE: tokenKey,
+  };
   const services: ServiceProcess[] = [];
   let nats: NatsHandle;
   let redis: RedisHandle;
@@ -52,13 +67,16 @@ describe('Baton end to end: four services as processes', () => {
 
   afterAll(async () => {
     const codes = await Promise.all(services.map((service) => stopService(service)));
-    // Graceful shutdown on SIGTERM exits 0.
-    expect(codes).toEqual([0, 0, 0, 0]);
+    // Everything is closed whatever the codes: an assertion that threw first would leave the
+    // connections open, and Jest waiting on them for ever (a CI run hung so).
     for (const stream of deploymentStreamNames(prefix)) await nats.jsm.streams.delete(stream).catch(() => undefined);
     await nats.close();
     const keys = await redis.client.keys(`${prefix}:*`);
     if (keys.length > 0) await redis.client.del(...keys);
     await redis.close();
+    rmSync(keyDir, { recursive: true, force: true });
+    // Graceful shutdown on SIGTERM exits 0 (a service that never became ready is not stopped gracefully).
+    expect(codes).toEqual(services.map(() => 0));
   }, 60_000);
 
   it('runs the demo scenarios: seed 000 worked examples, a seed 003 stop answered through the API, a seed 002 claim / return / accept cycle', async () => {

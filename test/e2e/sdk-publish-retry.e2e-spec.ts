@@ -32,8 +32,12 @@ describe('the SDK retries a publish that timed out under the same message id (pr
     await provision(nats.jsm, batonTopology(prefix, { storage: 'memory' }));
   });
 
+  const waitUntil = async (done: () => boolean) => {
+    for (const deadline = Date.now() + 10_000; !done(); await sleep(5)) if (Date.now() > deadline) throw new Error('the client did not publish in 10 s');
+  };
+
   afterEach(async () => {
-    server.child.kill('SIGCONT');
+    server.resume();
     for (const c of clients.splice(0)) await c.close();
   });
 
@@ -43,13 +47,37 @@ describe('the SDK retries a publish that timed out under the same message id (pr
   });
 
   it('a server that answers during the second attempt: the start resolves with the first copy’s sequence (duplicate: true), stored once', async () => {
-    const agent = await client({ publishAttempts: 3, publishTimeoutMs: 1000 });
-    server.child.kill('SIGSTOP');
+    // Watch the client's publishes: the server is resumed once the first attempt has timed out and
+    // the second has gone out (a fixed sleep raced a busy machine, where the first copy could go
+    // out late and be answered itself).
+    const attempts: Promise<unknown>[] = [];
+    const watched = new Proxy(nats, {
+      get(target, key, receiver) {
+        const value = Reflect.get(target, key, receiver) as unknown;
+        if (key !== 'js') return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        return new Proxy(nats.js, {
+          get(js, name, jsReceiver) {
+            const member = Reflect.get(js, name, jsReceiver) as unknown;
+            if (name !== 'publish') return typeof member === 'function' ? (member as (...a: unknown[]) => unknown).bind(js) : member;
+            return (...args: Parameters<NatsHandle['js']['publish']>) => {
+              const sent = js.publish(...args);
+              attempts.push(sent.catch((error: unknown) => error));
+              return sent;
+            };
+          },
+        });
+      },
+    });
+    const c = await createBatonClient({ nats: watched, prefix, project: 'alpha', agent: 'coder', publishAttempts: 3, publishTimeoutMs: 1000 });
+    clients.push(c);
+    await server.pause();
     const started = Date.now();
-    const receipt = agent.startRun({ workflow_run_id: 'wr-1', workflow: 'ship', started_by: 'sam' });
-    // The first attempt times out at 1 s; the second goes out at 1.2 s. Resume in between them.
-    await sleep(1500);
-    server.child.kill('SIGCONT');
+    const receipt = c.startRun({ workflow_run_id: 'wr-1', workflow: 'ship', started_by: 'sam' });
+    // The first attempt times out at 1 s; the second goes out 0.2 s later. Resume in between them.
+    await waitUntil(() => attempts.length >= 1);
+    await attempts[0];
+    await waitUntil(() => attempts.length >= 2);
+    server.resume();
     const answered = await receipt;
     const subject = AgentSubjects.agentRunStart(prefix, 'alpha', 'coder');
     // The paused first copy was stored when the server resumed; the second is its duplicate.
@@ -63,9 +91,9 @@ describe('the SDK retries a publish that timed out under the same message id (pr
 
   it('a server that answers none of the attempts: PublishTimeout with attempts and msgId; once it answers, the same start is its own duplicate, stored once', async () => {
     const agent = await client({ publishAttempts: 2, publishTimeoutMs: 400 });
-    server.child.kill('SIGSTOP');
+    await server.pause();
     const failure = await agent.startRun({ workflow_run_id: 'wr-2', workflow: 'ship', started_by: 'sam' }).catch((e: unknown) => e);
-    server.child.kill('SIGCONT');
+    server.resume();
     expect(failure).toBeInstanceOf(PublishTimeout);
     expect(failure).toMatchObject({ code: 'publish_timeout', attempts: 2, msgId: 'start:alpha:wr-2' });
     expect((failure as Error).message).toContain('after 2 attempts under message id start:alpha:wr-2');
@@ -78,20 +106,20 @@ describe('the SDK retries a publish that timed out under the same message id (pr
 
   it('one attempt (publishAttempts 1) is not retried: the timeout comes after one publishTimeoutMs', async () => {
     const agent = await client({ publishAttempts: 1, publishTimeoutMs: 300 });
-    server.child.kill('SIGSTOP');
+    await server.pause();
     const started = Date.now();
     const failure = await agent
       .publishResult({ result_id: 'r-1', run_id: 'run-1', workflow_run_id: 'wr-1', body: 'done', handoff_id: 'h-1', claim_id: 'c-1' })
       .catch((e: unknown) => e);
     const waited = Date.now() - started;
-    server.child.kill('SIGCONT');
+    server.resume();
     expect(failure).toMatchObject({ name: 'PublishTimeout', attempts: 1 });
     expect(waited).toBeLessThan(1500); // three attempts would take at least 3 × 300 + 200 ms of waits
   });
 
   it('a mesh start through the client’s mesh publisher is retried the same way', async () => {
     const agent = await client({ publishAttempts: 3, publishTimeoutMs: 1000 });
-    server.child.kill('SIGSTOP');
+    await server.pause();
     const receipt = startMesh(agent.meshPublisher(), {
       mesh_run_id: 'm-1',
       project: 'alpha',
@@ -100,7 +128,7 @@ describe('the SDK retries a publish that timed out under the same message id (pr
       input: 'review the change',
     });
     await sleep(1500);
-    server.child.kill('SIGCONT');
+    server.resume();
     await expect(receipt).resolves.toMatchObject({ duplicate: true });
   });
 

@@ -82,7 +82,7 @@ describe('npm start stops what it started', () => {
       expect(services).toHaveLength(4);
       // The ports the variables chose, in the banner; no service warns about npm start's variables.
       const api = `http://127.0.0.1:${ports.NOTIFIER_HTTP_PORT}`;
-      expect(output).toContain(`[start] Baton is starting: operator API and inbox on ${api};`);
+      expect(output).toContain(`[start] Baton is starting (BATON_PREFIX=${prefix}): operator API and inbox on ${api};`);
       expect(output).toContain(`ledger ${ports.LEDGER_HTTP_PORT}, router ${ports.ROUTER_HTTP_PORT}, watchdog ${ports.WATCHDOG_HTTP_PORT}`);
       expect(output).toContain(`BATON_API_URL=${api}`);
       expect(output).not.toContain('does not read are ignored');

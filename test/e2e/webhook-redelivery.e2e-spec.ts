@@ -79,7 +79,7 @@ describe('baton notice redeliver after a receiver outage: a partial success read
     fx = await startFixture({
       NOTIFIER_WEBHOOKS: JSON.stringify([
         { url: repairedUrl, secret: 'repaired-secret-0123456789', projects: ['zeta'] },
-        { url: refusedUrl, secret: 'refused-secret-0123456789', projects: ['zeta'] },
+        { url: refusedUrl, secret: 'refused-secret-0123456789', projects: ['zeta'], name: 'zeta-pager' },
       ]),
       NOTIFIER_WEBHOOK_BACKOFF_MS: '50',
       NOTIFIER_WEBHOOK_MAX_ATTEMPTS: '2',
@@ -96,13 +96,15 @@ describe('baton notice redeliver after a receiver outage: a partial success read
     const { seq, noticeId } = await outage('wr-outage-1');
     const repairedId = targetId({ url: repairedUrl });
     const refusedId = targetId({ url: refusedUrl });
+    // The repaired one has no name configured: host and path of its URL.
+    const repairedName = `${new URL(repairedUrl).host}/hook`;
 
-    // The letter: its project and notice in the list, the ready-to-run command in show; its detail says why each failed.
+    // The letter: its project and notice in the list, the ready-to-run command in show; its detail says why each failed, each webhook by name and id.
     const table = await baton('dlq', 'list', '--source', 'notifier-webhooks');
     expect(table.out).toMatch(new RegExp(`^${seq}\\s.*\\szeta\\s+${noticeId}$`, 'm'));
     const shown = await baton('dlq', 'show', String(seq));
-    expect(shown.out).toMatch(new RegExp(`detail:.*${refusedId} \\(connection_refused: connect ECONNREFUSED 127\\.0\\.0\\.1:\\d+\\)`));
-    expect(shown.out).toContain(`${repairedId} (http_status: HTTP 503)`);
+    expect(shown.out).toMatch(new RegExp(`detail:.*zeta-pager \\[${refusedId}\\] \\(connection_refused: connect ECONNREFUSED 127\\.0\\.0\\.1:\\d+\\)`));
+    expect(shown.out).toContain(`${repairedName} [${repairedId}] (http_status: HTTP 503)`);
     const command = /^ {2}(baton notice redeliver .+)$/m.exec(shown.out)?.[1];
     expect(command).toBe(`baton notice redeliver ${noticeId} --project zeta`);
 
@@ -113,13 +115,13 @@ describe('baton notice redeliver after a receiver outage: a partial success read
     expect(partial.out).toBe(
       [
         `notice ${noticeId} (project zeta): 1 of 2 webhook(s) took it now, 1 failed`,
-        `  delivered  ${repairedId}`,
-        `  failed     ${refusedId}  connection_refused: connect ECONNREFUSED 127.0.0.1:${new URL(refusedUrl).port}`,
+        `  delivered  ${repairedName} [${repairedId}]`,
+        `  failed     zeta-pager [${refusedId}]  connection_refused: connect ECONNREFUSED 127.0.0.1:${new URL(refusedUrl).port}`,
         '',
       ].join('\n'),
     );
     expect(partial.err).toContain(
-      `notice ${noticeId} was redelivered only in part: webhook_partially_delivered: notice ${noticeId} of zeta reached ${repairedId} now`,
+      `notice ${noticeId} was redelivered only in part: webhook_partially_delivered: notice ${noticeId} of zeta reached ${repairedName} [${repairedId}] now`,
     );
     expect(partial.err).not.toContain('was not redelivered');
     expect(taken).toEqual([noticeId]);
@@ -137,7 +139,7 @@ describe('baton notice redeliver after a receiver outage: a partial success read
     expect(taken).toEqual([noticeId]);
   }, 60_000);
 
-  it('--json: the partial success is the API reply with code webhook_partially_delivered, delivered and failed[] { target, reason, error }', async () => {
+  it('--json: the partial success is the API reply with code webhook_partially_delivered, delivered and failed[] { target, name, reason, error }, webhook_names', async () => {
     const { noticeId } = await outage('wr-outage-2');
     repaired = true;
     const partial = await baton('notice', 'redeliver', noticeId, '--project', 'zeta', '--json');
@@ -151,7 +153,8 @@ describe('baton notice redeliver after a receiver outage: a partial success read
           delivered: [targetId({ url: repairedUrl })],
           skipped: [],
           busy: [],
-          failed: [{ target: targetId({ url: refusedUrl }), reason: 'connection_refused', error: expect.stringContaining('ECONNREFUSED') }],
+          failed: [{ target: targetId({ url: refusedUrl }), name: 'zeta-pager', reason: 'connection_refused', error: expect.stringContaining('ECONNREFUSED') }],
+          webhook_names: { [targetId({ url: repairedUrl })]: `${new URL(repairedUrl).host}/hook`, [targetId({ url: refusedUrl })]: 'zeta-pager' },
         },
       },
     });

@@ -12,7 +12,9 @@ import {
   AgentClaims,
   freePort,
   lastLines,
+  pauseProcess,
   removeDeploymentKeys,
+  resumeProcess,
   repoRoot,
   startService as startBuiltService,
   stopService,
@@ -84,6 +86,10 @@ export interface ServerProcess {
   stop(signal?: NodeJS.Signals): Promise<void>;
   /** Start the same server again on the same port and data directory. */
   restart(): Promise<void>;
+  /** SIGSTOP, resolved once every thread of the server has stopped (`kill` returns before that): it answers nothing until {@link resume}. */
+  pause(): Promise<void>;
+  /** SIGCONT: a paused server goes on. */
+  resume(): void;
 }
 
 function spawnServer(name: string, command: string, args: string[], port: number, url: string, dir: string): Promise<ServerProcess> {
@@ -108,9 +114,13 @@ function spawnServer(name: string, command: string, args: string[], port: number
     async stop(signal: NodeJS.Signals = 'SIGKILL') {
       if (server.child.exitCode !== null || server.child.signalCode !== null) return;
       const exited = once(server.child, 'exit');
+      // A paused server would not act on a SIGTERM until it is let go.
+      server.child.kill('SIGCONT');
       server.child.kill(signal);
       await exited;
     },
+    pause: () => pauseProcess(server.child),
+    resume: () => resumeProcess(server.child),
     async restart() {
       await server.stop();
       server.child = launch();

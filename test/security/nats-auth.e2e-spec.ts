@@ -1,7 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { claimWithdrawnSubject, inboxPrefixOf, Principals, type Principal } from '@baton/contracts';
+import { claimWithdrawnSubject, inboxPrefixOf, Principals, resultRefusedSubject, type Principal } from '@baton/contracts';
 import {
   connectNats,
   createNkeyPair,
@@ -377,6 +377,27 @@ describe('NATS decentralized auth: the server, not the message, decides who is s
       billing.connection.publish(claimWithdrawnSubject(PREFIX, 'acme', 'billing'), new Uint8Array());
     });
     expect(denied.sort()).toEqual([`publish ${claimWithdrawnSubject(PREFIX, 'acme', 'billing')}`, `publish ${subject}`, `subscription ${subject}`]);
+    expect(heard).toHaveLength(1);
+  });
+
+  it("a refused-result notice reaches only the agent it names: the router publishes it, the agent reads its own, no agent can write or read another's", async () => {
+    const router = await connectAs(Principals.service('router'));
+    const support = await connectAs(Principals.agent('acme', 'support'));
+    const billing = await connectAs(Principals.agent('acme', 'billing'));
+    const subject = resultRefusedSubject(PREFIX, 'acme', 'support');
+    const heard: string[] = [];
+    support.connection.subscribe(subject, { callback: (_err, msg) => heard.push(new TextDecoder().decode(msg.data)) });
+    await support.connection.flush();
+    router.connection.publish(subject, new TextEncoder().encode('{"from":"router"}'));
+    await router.connection.flush();
+    await waitFor(() => heard.length === 1, 'the notice at the agent');
+    expect(heard).toEqual(['{"from":"router"}']);
+    const denied = await violations(billing, () => {
+      billing.connection.subscribe(subject);
+      billing.connection.publish(subject, new Uint8Array());
+      billing.connection.publish(resultRefusedSubject(PREFIX, 'acme', 'billing'), new Uint8Array());
+    });
+    expect(denied.sort()).toEqual([`publish ${resultRefusedSubject(PREFIX, 'acme', 'billing')}`, `publish ${subject}`, `subscription ${subject}`]);
     expect(heard).toHaveLength(1);
   });
 

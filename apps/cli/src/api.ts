@@ -25,6 +25,13 @@ export interface ApiReply {
   base: string;
 }
 
+/**
+ * The commands that call the operator API, sending BATON_TOKEN to BATON_API_URL (as `baton help`
+ * names them under both variables); every other command speaks to NATS or Redis (`pause` and
+ * `resume` to the ledger over NATS, with the NATS credentials).
+ */
+export const API_COMMANDS = ['answer', 'answer-hold', 'decide', 'abandon', 'notice redeliver'] as const;
+
 /** How long the CLI waits for the operator API: a read, and a POST (an answer waits for its outcome on the server). */
 export const GET_TIMEOUT_MS = 15_000;
 export const POST_TIMEOUT_MS = 75_000;
@@ -273,7 +280,8 @@ export function throwIfAmbiguous(reply: ApiReply, what: string, id: string): voi
 
 /**
  * The API's refusal as the command's failure: the code the API answered with, its message, issues
- * and details, and the HTTP status in `details`. A 401 says what to do: the token was sent and
+ * and details unchanged (a `status` among them is the API's: a handoff's or run's status), and the
+ * HTTP status as `details.http_status`. A 401 says what to do: the token was sent and
  * refused (unknown, expired or revoked; unset, nothing is sent: {@link missingToken}), so get a new
  * one. An error status whose body is not
  * in the API's error form is not a refusal by Baton: {@link notTheApi} (`unavailable` for 502, 503
@@ -290,12 +298,13 @@ export function apiRefusal(reply: ApiReply, what: string): CliError {
     reply.status === 401 && error.code === 'unauthenticated'
       ? `the operator API at ${reply.base} refused BATON_TOKEN: it is unknown there, expired or revoked (\`baton token list\` shows expiry and revocation); set BATON_TOKEN to a valid token — an admin makes one with \`baton token create\``
       : error.message;
-  // `http_status` is the API's status; `status` stays the API's own detail when it gave one (a
-  // handoff's or run's status), else the HTTP status, as it always was.
+  // The HTTP status is `http_status` alone: `status` is the API's own detail (a handoff's or run's
+  // status, a string) when it sent one, and absent when it did not, so its type never depends on
+  // the refusal. The API's details are kept as sent; an `http_status` among them is the reply's.
   return new CliError(`${what}: ${error.code}: ${message}`, {
     code: error.code,
     issues,
-    details: { ...details, http_status: reply.status, ...(details['status'] === undefined ? { status: reply.status } : {}) },
+    details: { ...details, http_status: reply.status },
   });
 }
 

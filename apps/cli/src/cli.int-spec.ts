@@ -38,6 +38,26 @@ describe('the baton command against real NATS and Redis', () => {
   let store: ProjectionStore;
   const registry = createEventRegistry();
 
+  /** The bodies of this describe's tests that have not ended yet. */
+  const underWay = new Set<Promise<unknown>>();
+  /**
+   * This describe's `it`: Jest's, with the test's body kept in {@link underWay} until it ends. A
+   * test past its timeout runs on (Jest cannot stop it) and may still write keys — the live traffic
+   * of a verify test, say — so afterEach waits for its end before it removes the test's keys.
+   */
+  const it = (name: string, body: () => Promise<void>, timeoutMs?: number): void =>
+    globalThis.it(
+      name,
+      () => {
+        const run = body();
+        underWay.add(run);
+        const ended = () => void underWay.delete(run);
+        void run.then(ended, ended);
+        return run;
+      },
+      timeoutMs,
+    );
+
   /** Run `baton <argv>` in-process; returns the exit code and what it printed. */
   async function baton(...argv: Array<string | Record<string, string>>) {
     const io = bufferedIo();
@@ -141,13 +161,20 @@ describe('the baton command against real NATS and Redis', () => {
   });
 
   afterEach(async () => {
-    const keys = await keysMatching(`${prefix}:*`);
-    if (keys.length > 0) await redis.client.unlink(...keys);
-    const names = batonStreamNames(prefix);
-    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
-    await redis.close();
-    await nats.drain();
-  });
+    try {
+      // The test's traffic ends before its keys go: a key written after the removal would stay
+      // behind (16 keys of the h-bulk test once did, its body running on past its timeout).
+      await waitFor(() => underWay.size === 0, 'the body of the test to end', { timeoutMs: 60_000 });
+      const keys = await keysMatching(`${prefix}:*`);
+      if (keys.length > 0) await redis.client.unlink(...keys);
+      expect(await keysMatching(`${prefix}:*`)).toEqual([]);
+    } finally {
+      const names = batonStreamNames(prefix);
+      for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
+      await redis.close();
+      await nats.drain();
+    }
+  }, 90_000);
 
   it('inbox --json prints a JSON array of the open inbox items, read from the projections', async () => {
     const { code, out } = await baton('inbox', '--json');
@@ -620,20 +647,32 @@ describe('the baton command against real NATS and Redis', () => {
     })();
     try {
       await waitFor(async () => applied >= 3, 'live traffic under way');
-      const before = applied;
-      const calm = await verifyUnderTraffic(['--projection', 'handoffs', '--json'], {});
+      // A verify may end before the loop's next apply does (a quiet, fast machine): verify again,
+      // each verdict checked, until one ran while the live side applied events (at most 5 times).
+      const verifyWhileApplied = async (check: (run: { code: number; out: string }) => void) => {
+        for (let attempt = 1; ; attempt++) {
+          const before = applied;
+          const run = await verifyUnderTraffic(['--projection', 'handoffs', '--json'], {});
+          check(run);
+          if (applied > before || attempt === 5) return applied - before;
+        }
+      };
       // The live side applied events while it ran.
-      expect(applied).toBeGreaterThan(before);
-      expect(JSON.parse(calm.out)).toMatchObject({ ok: true, projections: [{ differing: 0, unsettled: 0 }] });
-      expect(calm.code).toBe(0);
+      expect(
+        await verifyWhileApplied((calm) => {
+          expect(JSON.parse(calm.out)).toMatchObject({ ok: true, projections: [{ differing: 0, unsettled: 0 }] });
+          expect(calm.code).toBe(0);
+        }),
+      ).toBeGreaterThan(0);
       const generation = await store.activeGeneration('handoffs');
       await redis.client.set(`${prefix}:proj:handoffs:g${generation}:hs:demo:h-2`, '{"id":"h-2","status":"tampered"}');
-      const during = applied;
-      const drifted = await verifyUnderTraffic(['--projection', 'handoffs', '--json'], {});
-      expect(applied).toBeGreaterThan(during);
-      const report = JSON.parse(drifted.out) as VerifyJson;
-      expect(report.projections[0]).toMatchObject({ differing: 1, unsettled: 0, differences: [{ key: 'hs:demo:h-2' }] });
-      expect(drifted.code).toBe(1);
+      expect(
+        await verifyWhileApplied((drifted) => {
+          const report = JSON.parse(drifted.out) as VerifyJson;
+          expect(report.projections[0]).toMatchObject({ differing: 1, unsettled: 0, differences: [{ key: 'hs:demo:h-2' }] });
+          expect(drifted.code).toBe(1);
+        }),
+      ).toBeGreaterThan(0);
     } finally {
       stop = true;
       await traffic;

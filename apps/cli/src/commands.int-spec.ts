@@ -434,7 +434,9 @@ describe('baton commands that publish (real NATS) and call the operator API (loc
     expect(refused.err).toContain('the answer was refused: run_not_stopped: run wr-1 is running');
     const refusedJson = await baton('answer', 'stop-1', '--action', 'deny', '--json');
     expect(refusedJson.code).toBe(1);
-    expect(JSON.parse(refusedJson.err)).toMatchObject({ error: { code: 'run_not_stopped', details: { status: 409 } } });
+    // The HTTP status is details.http_status; the API sent no status, so there is none.
+    expect(JSON.parse(refusedJson.err)).toMatchObject({ error: { code: 'run_not_stopped', details: { outcome: 'refused', http_status: 409 } } });
+    expect(JSON.parse(refusedJson.err).error.details).not.toHaveProperty('status');
     const refusedAbandon = await baton('abandon', 'h-7', '--reason', 'wrong ticket');
     expect(refusedAbandon.code).toBe(1);
     expect(refusedAbandon.err).toContain('the abandon was refused: run_not_stopped');

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { createEventRegistry, inboxPrefixOf, type EventRegistry, type Principal } from '@baton/contracts';
 import {
   CredentialsRefused,
@@ -20,7 +21,11 @@ import { BaseConfigSchema, ConfigError, envInt, loadConfig, redactUrl } from '@b
 import { CliError, CliErrorCode, CliWarningCode, jetStreamTrouble, jetStreamUnavailable, UsageError, type CliWarning } from './errors';
 import type { CliIo } from './output';
 
-/** The environment the CLI reads: NATS_URL, REDIS_URL, REDIS_COMMAND_TIMEOUT_MS, BATON_PREFIX (as every service) and BATON_API_URL. */
+/**
+ * The environment the CLI reads: NATS_URL, REDIS_URL, REDIS_COMMAND_TIMEOUT_MS, BATON_PREFIX (as
+ * every service) and BATON_API_URL; with NATS_URL unset, what of them is unset is taken from npm
+ * start's local.json when it names it ({@link settingsOf}).
+ */
 export const CliConfigSchema = BaseConfigSchema.pick({
   NATS_URL: true,
   REDIS_URL: true,
@@ -45,6 +50,12 @@ export const CliConfigSchema = BaseConfigSchema.pick({
    * live services share, they take what the services leave instead of starving them.
    */
   BATON_REBUILD_NICE: envInt(0, 19).optional(),
+  /**
+   * The deployment's token key file (`<deployment folder>/token.key`), which `token create`,
+   * `revoke` and `sign-existing` sign token records with; unset: the one local.json names while
+   * NATS_URL is not set (npm start). Read only by those commands.
+   */
+  BATON_TOKEN_KEY_FILE: z.string().min(1).optional(),
 });
 export type CliConfig = z.infer<typeof CliConfigSchema>;
 
@@ -67,6 +78,17 @@ export interface CliContext {
    * may be another deployment's server ({@link CliWarningCode.defaultServerRead}).
    */
   noteServer(server: DefaultedServer): void;
+  /**
+   * Refuse, before a command writes to `server`, when it would write at the built-in default that
+   * {@link noteServer} warns of when read: a usage error `default_server_write` naming the setting
+   * to set (`command`: what would have written, e.g. `token create`).
+   */
+  requireNamedServer(server: DefaultedServer, command: string): void;
+  /**
+   * The token key file the command signs with: `BATON_TOKEN_KEY_FILE`, else (NATS_URL not set) the
+   * one the local deployment's local.json names; null when neither names one.
+   */
+  tokenKeyFile(): { file: string; from: 'BATON_TOKEN_KEY_FILE' | 'local.json' } | null;
   redis(): Promise<RedisHandle>;
   /** The projection store over Redis at the notifier's key prefix. */
   projections(): Promise<ProjectionStore>;
@@ -133,13 +155,16 @@ export type DefaultedServer = keyof typeof DEFAULTED_SERVERS;
  * The CLI's settings: the environment, and — when neither NATS_URL nor REDIS_URL is set — the
  * local deployment's Redis, so that the commands that read projections read the running
  * platform's, not whatever answers on the default port; when neither NATS_URL nor BATON_API_URL is
- * set, its operator API (npm start may have moved it with NOTIFIER_HTTP_PORT).
+ * set, its operator API (npm start may have moved it with NOTIFIER_HTTP_PORT); when neither
+ * NATS_URL nor BATON_PREFIX is set, its subject prefix (the services' BATON_PREFIX: the streams,
+ * subjects and projection keys the CLI reads are that prefix's).
  */
 function settingsOf(env: Record<string, string | undefined>, local: () => ReturnType<typeof localDeployment>): Record<string, string | undefined> {
   if (env['NATS_URL'] !== undefined) return env;
-  const found = env['REDIS_URL'] === undefined || env['BATON_API_URL'] === undefined ? local() : null;
+  const found = env['REDIS_URL'] === undefined || env['BATON_API_URL'] === undefined || env['BATON_PREFIX'] === undefined ? local() : null;
   return {
     ...env,
+    ...(env['BATON_PREFIX'] === undefined && found?.prefix !== undefined ? { BATON_PREFIX: found.prefix } : {}),
     ...(env['REDIS_URL'] === undefined && found?.redis !== undefined ? { REDIS_URL: found.redis } : {}),
     ...(env['BATON_API_URL'] === undefined && found?.api !== undefined ? { BATON_API_URL: found.api } : {}),
   };
@@ -202,6 +227,44 @@ export function createCliContext(options: CliContextOptions): CliContext {
   const warnings: CliWarning[] = [];
   const noted = new Set<DefaultedServer>();
 
+  /**
+   * Why `server` would be reached at its built-in default that may be another deployment's, or
+   * null: its setting is not in the environment (nor, for Redis and the API, taken from local.json)
+   * and either the deployment folder holds a deployment whose local.json is gone (npm start
+   * stopped), or — Redis — NATS_URL is set (so no local.json is read) and REDIS_URL is not.
+   */
+  const defaulted = (server: DefaultedServer): { url: string; why: string; fix: string; details: Record<string, unknown> } | null => {
+    const { setting } = DEFAULTED_SERVERS[server];
+    // Set in the environment (or, for Redis and the API, taken from local.json): not a default.
+    if (env[setting] !== undefined) return null;
+    const cfg = ctx.config();
+    const url = redactUrl(server === 'nats' ? cfg.NATS_URL : server === 'redis' ? cfg.REDIS_URL : cfg.BATON_API_URL);
+    const stopped = stoppedDeployment(env, local());
+    if (stopped !== null) {
+      const why =
+        stopped.localJson === 'missing'
+          ? `no local.json: npm start is not running (it removes local.json when it stops)`
+          : `its local.json is not one npm start wrote`;
+      return {
+        url,
+        why: `${stopped.dir} holds a deployment (${stopped.found.join(', ')}) but ${why}`,
+        fix: `Start the platform (npm start), or set ${setting}${server === 'nats' ? ' and NATS_CREDS' : ''} to the one meant`,
+        details: { server, url, setting, deployment_dir: stopped.dir, found: stopped.found, local_json: stopped.localJson },
+      };
+    }
+    // NATS_URL names the deployment, and Redis is left at 127.0.0.1:6379: whichever Redis answers
+    // there on this machine (another deployment's, a developer's) would be read, or written to.
+    if (server === 'redis' && env['NATS_URL'] !== undefined) {
+      return {
+        url,
+        why: 'NATS_URL is set (so no local.json is read) and REDIS_URL is not',
+        fix: "Set REDIS_URL to the deployment's Redis (the notifier's)",
+        details: { server, url, setting, nats_url: redactUrl(cfg.NATS_URL) },
+      };
+    }
+    return null;
+  };
+
   const ctx: CliContext = {
     io: options.io,
     env,
@@ -225,6 +288,18 @@ export function createCliContext(options: CliContextOptions): CliContext {
         if (error instanceof ConfigError) throw new UsageError(error.message, false);
         throw error;
       }
+      // BATON_PREFIX set, and the platform the CLI reaches through local.json runs with another:
+      // BATON_PREFIX is used (it was asked for), and said, since that platform may have none of its streams.
+      const found = env['NATS_URL'] === undefined && env['BATON_PREFIX'] !== undefined ? local() : null;
+      if (found?.prefix !== undefined && found.prefix !== config.BATON_PREFIX) {
+        const localJson = join(deploymentDir(env), 'local.json');
+        ctx.warn(
+          CliWarningCode.prefixMismatch,
+          `BATON_PREFIX is ${config.BATON_PREFIX}, and the platform npm start runs (${localJson}, NATS at ${found.url}) runs with the prefix ${found.prefix}: using ${config.BATON_PREFIX}, whose streams that platform may not have. Unset BATON_PREFIX to use its own, or set NATS_URL to the platform meant`,
+          undefined,
+          { baton_prefix: config.BATON_PREFIX, local_prefix: found.prefix, local_json: localJson },
+        );
+      }
       return config;
     },
     natsPrincipal() {
@@ -237,24 +312,31 @@ export function createCliContext(options: CliContextOptions): CliContext {
     noteServer(server) {
       if (noted.has(server)) return;
       noted.add(server);
-      const { what, setting } = DEFAULTED_SERVERS[server];
-      // Set in the environment (or, for Redis and the API, taken from local.json): not a default.
-      if (env[setting] !== undefined) return;
-      const stopped = stoppedDeployment(env, local());
-      if (stopped === null) return;
-      const cfg = ctx.config();
-      const url = redactUrl(server === 'nats' ? cfg.NATS_URL : server === 'redis' ? cfg.REDIS_URL : cfg.BATON_API_URL);
-      const why =
-        stopped.localJson === 'missing'
-          ? `no local.json: npm start is not running (it removes local.json when it stops)`
-          : `its local.json is not one npm start wrote`;
+      const found = defaulted(server);
+      if (found === null) return;
+      const { what } = DEFAULTED_SERVERS[server];
       ctx.warn(
         CliWarningCode.defaultServerRead,
-        `reading ${what} at ${url}, the default: ${stopped.dir} holds a deployment (${stopped.found.join(', ')}) but ${why}, ` +
-          `so this may be another deployment's server. Start the platform (npm start), or set ${setting}${server === 'nats' ? ' and NATS_CREDS' : ''} to the one meant`,
+        `reading ${what} at ${found.url}, the default: ${found.why}, so this may be another deployment's server. ${found.fix}`,
         undefined,
-        { server, url, setting, deployment_dir: stopped.dir, found: stopped.found, local_json: stopped.localJson },
+        found.details,
       );
+    },
+    requireNamedServer(server, command) {
+      const found = defaulted(server);
+      if (found === null) return;
+      const { what } = DEFAULTED_SERVERS[server];
+      throw new UsageError(
+        `${command} writes to ${what} and would write to ${found.url}, the default: ${found.why}, so this may be another deployment's server; nothing was written. ${found.fix}`,
+        false,
+        { code: CliErrorCode.defaultServerWrite, details: found.details },
+      );
+    },
+    tokenKeyFile() {
+      const given = ctx.config().BATON_TOKEN_KEY_FILE;
+      if (given !== undefined) return { file: given, from: 'BATON_TOKEN_KEY_FILE' };
+      const found = env['NATS_URL'] === undefined ? local() : null;
+      return found?.tokenKey !== undefined ? { file: found.tokenKey, from: 'local.json' } : null;
     },
     nats() {
       nats ??= (async () => {
@@ -313,7 +395,10 @@ export function createCliContext(options: CliContextOptions): CliContext {
         try {
           await handle.ping(3000);
         } catch (error) {
-          throw new CliError(`cannot reach Redis at ${url}: ${(error as Error).message} (set REDIS_URL)`, { cause: error, code: CliErrorCode.unavailable });
+          throw new CliError(`cannot reach Redis at ${redactUrl(url)}: ${(error as Error).message} (set REDIS_URL)`, {
+            cause: error,
+            code: CliErrorCode.unavailable,
+          });
         }
         return handle;
       })();

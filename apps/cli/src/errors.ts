@@ -1,4 +1,14 @@
-import { EventStoreErrorCode, hasNatsCode, isNoResponders, isPermissionsViolation, isTimeout, jsErrCode, JsErrCode, StreamNotFound } from '@baton/eventstore';
+import {
+  EventStoreErrorCode,
+  hasNatsCode,
+  isNoResponders,
+  isPermissionsViolation,
+  isTimeout,
+  jsErrCode,
+  JsErrCode,
+  StorageFull,
+  StreamNotFound,
+} from '@baton/eventstore';
 import { redactUrl } from '@baton/platform';
 /** Exit codes of the `baton` command. */
 export const ExitCode = {
@@ -62,6 +72,12 @@ export const CliErrorCode = {
   outcomeUnknown: 'outcome_unknown',
   /** The run, handoff, mesh, dead letter, token or stream asked for does not exist. */
   notFound: 'not_found',
+  /**
+   * `dlq show <seq>`: the DLQ stream holds a redrive marker at that sequence, not a dead letter
+   * (exit 1; `details.kind` `redrive_marker` or `legacy_redrive_marker`, `details.marks_seq`: the
+   * letter it marks, `details.redriven_at`, `target_subject`, `target_seq`, `counts`).
+   */
+  notADeadLetter: 'not_a_dead_letter',
   /** A file or value given to the command is not what it must be. */
   invalidInput: 'invalid_input',
   /** A YAML definition does not compile (`details.diagnostics`). */
@@ -80,6 +96,34 @@ export const CliErrorCode = {
   tokenNameReserved: 'token_name_reserved',
   /** `token create --name`: an active token has the name (exit 1, `details.token_ids`); `--rotate` revokes it instead. */
   tokenNameTaken: 'token_name_taken',
+  /**
+   * `token create`, `revoke`, `sign-existing`: no token key to sign the record with — neither
+   * `BATON_TOKEN_KEY_FILE` nor local.json names one (exit 2). Nothing was written.
+   */
+  tokenKeyMissing: 'token_key_missing',
+  /** `token create`, `revoke`, `sign-existing`: the token key file cannot be read, or is too short (exit 2, `details.file`, `details.reason`). Nothing was written. */
+  tokenKeyUnreadable: 'token_key_unreadable',
+  /**
+   * A command that writes to Redis (`token create`, `revoke`, `sign-existing`) would write at the
+   * built-in default, which may be another deployment's (the cases `default_server_read` warns of
+   * for reads; exit 2, the same `details`). Nothing was written.
+   */
+  defaultServerWrite: 'default_server_write',
+  /**
+   * `token revoke`, `token create --rotate`, `sign-existing`: the deployment's token revocation log
+   * (JetStream, `<PREFIX>_TOKEN_REVOCATIONS`) could not be read or appended to (exit 1,
+   * `details.reason`: stream_missing, permission_denied, unavailable, too_many_unsigned). The
+   * revocation is recorded there before Redis is written, so nothing was written to Redis.
+   */
+  tokenRevocationUnrecorded: 'token_revocation_unrecorded',
+  /**
+   * `nats-config --max-store`: the size asked is below what the account's streams need — their
+   * `max_bytes` × replicas reserved (the DLQ's, the inbox's) plus what the streams without a limit
+   * store (the events): after a restart nats-server would not load a stream and the services would
+   * not start (exit 1; `details`: asked, reserved, stored, required, source, streams, unchecked).
+   * Nothing was written; `--allow-below-reserved` writes it anyway.
+   */
+  maxStoreBelowReserved: 'max_store_below_reserved',
 } as const;
 
 /**
@@ -102,6 +146,12 @@ export const CliWarningCode = {
   duplicateMessage: 'duplicate_message',
   /** `dlq list` / `redrive --source` named a source that matched nothing and that Baton does not write (a typo?). */
   unknownDlqSource: 'unknown_dlq_source',
+  /**
+   * `BATON_PREFIX` is set and differs from the prefix of the platform npm start runs, whose
+   * local.json the CLI connects through (NATS_URL unset): the CLI uses `BATON_PREFIX`, whose
+   * streams that platform may not have (`details`: baton_prefix, local_prefix, local_json).
+   */
+  prefixMismatch: 'prefix_mismatch',
   /** A warning of a definition that compiles (`publish-definition`; `details.diagnostic`). */
   definitionWarning: 'definition_warning',
   /** `replay` / `verify` skipped an event the registry cannot decode. */
@@ -138,6 +188,17 @@ export const CliWarningCode = {
    * (`details`: name, token_ids).
    */
   tokenNameShared: 'token_name_shared',
+  /**
+   * `nats-config --max-store ... --allow-below-reserved`: the size written is below what the
+   * account's streams need (`details` as the failure `max_store_below_reserved`'s).
+   */
+  maxStoreBelowReserved: 'max_store_below_reserved',
+  /**
+   * `nats-config --max-store`: the deployment's nats-server could not be read (not running, or
+   * refusing the folder's admin credentials), so the size was checked against the limits the
+   * services' settings give Baton's streams only (`details`: server_url, reason, unchecked).
+   */
+  maxStoreUnverified: 'max_store_unverified',
 } as const;
 export type CliWarningCode = (typeof CliWarningCode)[keyof typeof CliWarningCode];
 
@@ -180,6 +241,16 @@ export class CliError extends Error {
 /** The exit code of a failure of `code` that says nothing else: {@link ExitCode.unavailable} for a server that did not answer, else 1. */
 export function exitCodeOf(code: string): ExitCode {
   return code === CliErrorCode.unavailable || code === CliErrorCode.jetstreamUnavailable ? ExitCode.unavailable : ExitCode.failure;
+}
+
+/**
+ * The typed fields an error of the SDK or the event store carries besides its code, as a CLI
+ * failure's `details` (docs/errors.md): `storage_full`'s `limit` (`stream_bytes`,
+ * `stream_messages`, `account_storage`) and `subject`. Undefined for an error without any.
+ */
+export function eventStoreDetails(error: unknown): Record<string, unknown> | undefined {
+  if (error instanceof StorageFull) return { limit: error.limit, subject: error.subject };
+  return undefined;
 }
 
 /** JetStream's API error "JetStream system temporarily unavailable" (`JSClusterNotAvailErr`): no meta leader, or no stream leader. */

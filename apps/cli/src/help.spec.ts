@@ -1,11 +1,54 @@
+import { API_COMMANDS } from './api';
 import { commands } from './commands';
 import { HELP_GROUPS, main } from './main';
+import { bufferedIo } from './output';
 
 describe('baton help', () => {
   it('lists every command under exactly one heading, and names no command that does not exist', () => {
     const listed = HELP_GROUPS.flatMap(([, names]) => names);
     expect([...listed].sort()).toEqual(commands.map((c) => c.name).sort());
     expect(new Set(listed).size).toBe(listed.length);
+  });
+
+  it('Environment names the commands that call the operator API under BATON_TOKEN and BATON_API_URL: answer, answer-hold, decide, abandon and notice redeliver', async () => {
+    const io = bufferedIo();
+    expect(await main(['help'], { io })).toBe(0);
+    const environment = io.out().split('\nEnvironment:\n')[1]!.split('\n\n')[0]!;
+    // Each variable's entry: its line and the indented lines under it, on one line.
+    const entry = (name: string) =>
+      environment
+        .split(/\n(?= {2}[A-Z])/)
+        .find((e) => e.trimStart().startsWith(`${name} `) || e.trimStart().startsWith(`${name}\n`))!
+        .replace(/\s+/g, ' ');
+    const named = 'answer, answer-hold, decide, abandon and notice redeliver';
+    expect(entry('BATON_TOKEN')).toContain(`the operator API token ${named} send`);
+    expect(entry('BATON_API_URL')).toContain(`the notifier's operator API, which ${named} call`);
+    expect(API_COMMANDS).toEqual(['answer', 'answer-hold', 'decide', 'abandon', 'notice redeliver']);
+  });
+
+  it('each command it names sends BATON_TOKEN: unset, it sends nothing and fails unauthenticated (details.reason missing)', async () => {
+    const argv: Record<(typeof API_COMMANDS)[number], string[]> = {
+      answer: ['answer', 'stop-1', '--project', 'p', '--action', 'deny'],
+      'answer-hold': ['answer-hold', 'wr-1', '--project', 'p', '--action', 'terminate'],
+      decide: ['decide', 'hb-1', 'accept', '--project', 'p'],
+      abandon: ['abandon', 'ho-1', '--project', 'p', '--reason', 'x'],
+      'notice redeliver': ['notice', 'redeliver', 'nt-1', '--project', 'p'],
+    };
+    const fetched: string[] = [];
+    const fetch = (async (url: string) => {
+      fetched.push(url);
+      return new Response('{}', { status: 500 });
+    }) as unknown as typeof globalThis.fetch;
+    for (const name of API_COMMANDS) {
+      const io = bufferedIo();
+      const code = await main([...argv[name], '--json'], { io, fetch, env: { BATON_API_URL: 'http://127.0.0.1:1' } });
+      expect({ name, code, error: (JSON.parse(io.err()) as { error: unknown }).error }).toMatchObject({
+        name,
+        code: 1,
+        error: { code: 'unauthenticated', details: { reason: 'missing' } },
+      });
+    }
+    expect(fetched).toEqual([]);
   });
 });
 

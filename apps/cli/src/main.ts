@@ -1,10 +1,11 @@
 #!/usr/bin/env node
+import { API_COMMANDS } from './api';
 import { commands } from './commands';
 import type { Command } from './command';
 import { createCliContext, type CliContext, type CliContextOptions } from './context';
 import { EventStoreErrorCode } from '@baton/eventstore';
 import { RedisUnavailableError } from '@baton/projections';
-import { CliError, CliErrorCode, ExitCode, exitCodeOf, jetStreamTrouble, jetStreamUnavailable, UsageError, type CliIssue } from './errors';
+import { CliError, CliErrorCode, eventStoreDetails, ExitCode, exitCodeOf, jetStreamTrouble, jetStreamUnavailable, UsageError, type CliIssue } from './errors';
 import { processIo, type CliIo } from './output';
 
 /** The commands under each heading of `baton help`, by name (a test holds every command to one heading). */
@@ -22,18 +23,26 @@ const helpLines = (names: readonly string[]) =>
     .map((c) => `  ${c.name.padEnd(20)} ${c.summary}`)
     .join('\n');
 
+/** The commands that call the operator API, as a sentence names them: `answer, …, abandon and notice redeliver`. */
+const API_COMMAND_LIST = `${API_COMMANDS.slice(0, -1).join(', ')} and ${API_COMMANDS.at(-1)}`;
+
 const GLOBAL_HELP = `Usage: baton <command> [options]      (baton <command> --help for details)
 
 ${HELP_GROUPS.map(([heading, names]) => `${heading}:\n${helpLines(names)}`).join('\n\n')}
 
 Environment:
   NATS_URL        NATS with JetStream (default nats://127.0.0.1:4222)
-  REDIS_URL       Redis holding the projections (default redis://127.0.0.1:6379)
+  REDIS_URL       Redis holding the projections and the API tokens (default: local.json's under npm start, else
+                  redis://127.0.0.1:6379 — with NATS_URL set and REDIS_URL not, reads warn default_server_read and
+                  token writes are refused, default_server_write); a password as redis://:<password>@host:port
   BATON_PREFIX    subject / stream / key prefix of the deployment (default baton)
-  BATON_API_URL   the notifier's operator API, for answer, answer-hold, decide and abandon (default: the api
-                  local.json names under npm start, else http://127.0.0.1:7100)
-  BATON_TOKEN     the operator API token answer, answer-hold, decide and abandon send (unset: they send
-                  nothing and fail unauthenticated)
+  BATON_API_URL   the notifier's operator API, which ${API_COMMAND_LIST} call
+                  (default: the api local.json names under npm start, else http://127.0.0.1:7100)
+  BATON_TOKEN_KEY_FILE
+                  the deployment's token key, which token create, revoke and sign-existing sign with (default:
+                  the one local.json names under npm start; <deployment folder>/token.key)
+  BATON_TOKEN     the operator API token ${API_COMMAND_LIST} send
+                  (unset: they send nothing and fail unauthenticated)
   NATS_CREDS      this principal's NATS credentials file (default: the admin's of the local deployment,
                   named by <BATON_NATS_DIR>/local.json when npm start made it)
   BATON_NATS_DIR  the deployment folder baton nats-config and creds write, and local.json's (default var/nats-auth);
@@ -45,8 +54,9 @@ Environment:
                   the projections' key prefix, when it is not the deployment's (default <BATON_PREFIX>:proj)
   BATON_REBUILD_NICE
                   the CPU niceness replay and verify run at, 0-19 (default 10: the live services come first)
-  BATON_OPERATOR  who you are, recorded by start, pause, resume and publish-definition (default $USER); answers,
-                  decisions and abandons record the API token's name
+  BATON_OPERATOR  who you are (default $USER): pause, resume and publish-definition record it as on_behalf_of,
+                  a claim beside the actor admin (the credentials that sent them); start sends it as
+                  started_by; answers, decisions and abandons record the API token's name
 
 Every read command takes --json; with --json stderr holds JSON lines only: a failure's one line,
 {"error":{"code","message","issues","details"?}}, its warnings in details.warnings (a refusal's
@@ -189,8 +199,9 @@ export function failureOf(error: unknown): Failure {
         message: `Redis did not answer: ${redis.message} (a busy Redis may need a longer REDIS_COMMAND_TIMEOUT_MS, default 1000 ms)`,
         issues: [],
       };
+    const details = eventStoreDetails(error);
     return typeof code === 'string' && /^[a-z][a-z0-9_]*$/.test(code)
-      ? { code, message: error.message, issues: [] }
+      ? { code, message: error.message, issues: [], ...(details !== undefined ? { details } : {}) }
       : { code: CliErrorCode.failed, message: `${error.name}: ${error.message}`, issues: [] };
   }
   return { code: CliErrorCode.failed, message: String(error), issues: [] };

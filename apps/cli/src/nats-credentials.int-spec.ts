@@ -1,8 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { connect, createServer } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Principals } from '@baton/contracts';
@@ -19,42 +15,14 @@ import {
   userJwt,
   writeServerConfig,
 } from '@baton/eventstore';
+// eslint-disable-next-line @nx/enforce-module-boundaries
+import { freePort, startNatsServer, type PrivateNatsServer } from '../../../libs/eventstore/src/int/servers';
 import { main } from './main';
 import { bufferedIo } from './output';
 
-/** A loopback port nothing listens on (yet). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-/** Resolves once something accepts TCP on `port`. */
-async function listening(port: number): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const socket = connect({ host: '127.0.0.1', port });
-      socket.once('connect', () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once('error', () => resolve(false));
-    });
-    if (ok) return;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  throw new Error(`nats-server did not listen on ${port}`);
-}
-
 /** Stop a nats-server this spec started, and remove its folder. */
-async function stopServer(server: ChildProcess, dir: string): Promise<void> {
-  if (server.exitCode === null) {
-    const exited = once(server, 'exit');
-    server.kill('SIGKILL');
-    await exited;
-  }
+async function stopServer(server: PrivateNatsServer | undefined, dir: string): Promise<void> {
+  await server?.remove();
   await rm(dir, { recursive: true, force: true });
 }
 
@@ -65,7 +33,7 @@ async function stopServer(server: ChildProcess, dir: string): Promise<void> {
  * password refuses every credentials file and a connection with none.
  */
 describe('baton against a NATS server that refuses its credentials (a real nats-server requiring auth)', () => {
-  let server: ChildProcess;
+  let server: PrivateNatsServer | undefined;
   let url: string;
   let dir: string;
 
@@ -77,10 +45,8 @@ describe('baton against a NATS server that refuses its credentials (a real nats-
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'baton-cli-creds-'));
-    const port = await freePort();
-    server = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), '--user', 'someone', '--pass', 'secret'], { stdio: 'ignore' });
-    await listening(port);
-    url = `nats://127.0.0.1:${port}`;
+    server = await startNatsServer({ args: ['--user', 'someone', '--pass', 'secret'] });
+    url = server.url;
   });
 
   afterAll(() => stopServer(server, dir));
@@ -148,7 +114,7 @@ describe('baton against a NATS server that refuses its credentials (a real nats-
  */
 describe('with --json a warning reaches the caller as JSON: admin credentials an earlier Baton issued (allow_responses)', () => {
   const prefix = 'baton';
-  let server: ChildProcess;
+  let server: PrivateNatsServer | undefined;
   let url: string;
   let dir: string;
   let current: string;
@@ -166,9 +132,8 @@ describe('with --json a warning reaches the caller as JSON: admin credentials an
     ensureServiceCreds(deployment);
     const port = await freePort();
     const config = writeServerConfig(deployment, { listen: `127.0.0.1:${port}`, storeDir: join(dir, 'jetstream') });
-    server = spawn('nats-server', ['-c', config], { stdio: 'ignore' });
-    await listening(port);
-    url = `nats://127.0.0.1:${port}`;
+    server = await startNatsServer({ port, config });
+    url = server.url;
     const admin = Principals.operator('admin');
     current = issueCreds(deployment, admin).file;
     const handle = await connectNats({ servers: url, credsFile: current, reconnect: false });

@@ -152,10 +152,13 @@ describe('baton as a process (real NATS)', () => {
     let server: Server;
     let url: string;
     const sockets = new Set<Socket>();
+    /** When the CLI's first dial was accepted: its connect timeout runs from there. */
+    let firstAcceptedAt: number | null = null;
 
     beforeAll(async () => {
       server = createServer((socket) => {
         // Accept, never write, never hang up (until the test ends).
+        firstAcceptedAt ??= Date.now();
         sockets.add(socket);
         socket.on('error', () => undefined);
       });
@@ -177,11 +180,13 @@ describe('baton as a process (real NATS)', () => {
       expect(exit.stdout).toBe('');
       expect(JSON.parse(exit.stderr.trim().split('\n').pop()!)).toMatchObject({ error: { code: 'unavailable' } });
       expect(exit.stderr).toContain(`cannot reach NATS at ${url}`);
-      // The CLI's 5 s connect timeout, the child's start-up (transpiling the sources) and the
-      // grace period, with room to spare; well under the library's 20 s default.
-      expect(exit.ms).toBeLessThan(15_000);
+      const exitedAt = Date.now();
       // It did connect, and this peer never hung up on it: the process ended by itself.
       expect(sockets.size).toBeGreaterThan(0);
+      // From its dial to its exit: the CLI's 5 s connect timeout and the grace period, with room to
+      // spare; well under the library's 20 s default. Measured from the dial, not the spawn: the
+      // child's start-up (transpiling the sources) took 19 s on a loaded CI machine.
+      expect(exitedAt - firstAcceptedAt!).toBeLessThan(12_000);
     }, 60_000);
   });
 });

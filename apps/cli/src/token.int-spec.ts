@@ -1,22 +1,40 @@
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connectNats } from '@baton/eventstore';
 import { createRedis, type RedisHandle } from '@baton/projections';
-import { ApiTokenKeys, ApiTokenStore, apiTokenExpired, parseApiToken, tokenSecretMatches, type ApiTokenRecord } from '@baton/platform';
+import {
+  ApiTokenKeys,
+  ApiTokenStore,
+  apiTokenExpired,
+  ensureTokenKeyFile,
+  parseApiToken,
+  tokenSecretMatches,
+  type ApiTokenRecord,
+  type TokenKey,
+} from '@baton/platform';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path as libs/eventstore/src/int/servers is
+import { cleanupDeployment } from '../../../libs/testing/src/deployment';
 import { main } from './main';
 import { bufferedIo } from './output';
 
 /*
  * Issue 14: `baton token create --expires-in / --expires-at` gives a token an expiry, written in
  * the record the notifier verifies (`expires_at`); `baton token list` shows it and marks expired
- * tokens. Real Redis, a random prefix.
+ * tokens. Real Redis, a random prefix; the deployment's token key in a folder of the test's own
+ * (the CLI signs every record with it: token-signing.int-spec.ts).
  */
 
 const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 const prefix = `tk${randomBytes(5).toString('hex')}`;
 let redis: RedisHandle;
+let keyDir: string;
+let key: TokenKey;
 
 async function baton(...argv: string[]) {
   const io = bufferedIo();
-  const code = await main(argv, { io, env: { REDIS_URL, BATON_PREFIX: prefix, BATON_OPERATOR: 'ada', USER: 'ada' } });
+  const code = await main(argv, { io, env: { REDIS_URL, BATON_PREFIX: prefix, BATON_OPERATOR: 'ada', USER: 'ada', BATON_TOKEN_KEY_FILE: key.file } });
   return { code, out: io.out(), err: io.err() };
 }
 
@@ -26,16 +44,22 @@ async function record(tokenId: string): Promise<ApiTokenRecord> {
 
 describe('baton token: expiry at creation, shown in the list (real Redis)', () => {
   beforeAll(async () => {
+    keyDir = mkdtempSync(join(tmpdir(), 'baton-token-'));
+    key = ensureTokenKeyFile(keyDir).key;
     redis = createRedis(REDIS_URL);
     await redis.ping();
   });
 
   afterAll(async () => {
-    for await (const batch of redis.client.scanStream({ match: `${prefix}:*`, count: 500 })) {
-      const keys = batch as string[];
-      if (keys.length > 0) await redis.client.unlink(...keys);
+    // This prefix's keys and streams (the revocation log revoke made); a stream left is an error.
+    const nc = await connectNats({ servers: process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222', reconnect: false });
+    try {
+      await cleanupDeployment(nc, redis.client, prefix);
+    } finally {
+      await nc.drain();
+      await redis.close();
+      rmSync(keyDir, { recursive: true, force: true });
     }
-    await redis.close();
   });
 
   it('create --expires-in 30d / --expires-at write expires_at; list shows it, and marks an expired token', async () => {
@@ -96,7 +120,7 @@ describe('baton token: expiry at creation, shown in the list (real Redis)', () =
   });
 
   it('a CLI-made token is valid in the store the notifier verifies with; revoke ends it; a bad name or project makes none', async () => {
-    const store = new ApiTokenStore(redis.client, prefix);
+    const store = new ApiTokenStore(redis.client, prefix, key);
     const made = JSON.parse((await baton('token', 'create', '--role', 'operator', '--project', 'beta,beta', '--name', 'ola', '--json')).out) as {
       token: string;
       token_id: string;

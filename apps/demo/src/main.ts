@@ -68,7 +68,9 @@ function demoToken(project: string): string {
  * the operator inbox holds, and exit non-zero if any outcome differs from the rules.
  */
 async function main(): Promise<number> {
-  const prefix = process.env['BATON_PREFIX'] ?? 'baton';
+  // The prefix npm start's platform runs with (local.json) when BATON_PREFIX does not say, as the CLI does.
+  const localPrefix = process.env['NATS_URL'] === undefined ? readLocalDeployment(deploymentDir(process.env))?.prefix : undefined;
+  const prefix = process.env['BATON_PREFIX'] ?? localPrefix ?? 'baton';
   const access = natsAccess(prefix);
   const natsUrl = access.natsUrl;
   // The operator API npm start names in local.json (NOTIFIER_HTTP_PORT may have moved it), unless BATON_API_URL says.

@@ -264,12 +264,45 @@ describe('ledger identity (real NATS): the subject names the caller; the body ne
     });
     expect(await client.resume(P, { idempotency_key: 'r-cli' }, callers.admin())).toMatchObject({ ok: true, project: { status: 'active' } });
     const events = (await store.read({ project: P, kind: 'project', id: 'control' })).events;
-    expect(events.map((e) => [e.type, e.actor])).toEqual([
-      ['project.paused', 'ada'],
-      ['project.resumed', 'sre-sam'],
-      ['project.paused', 'admin'],
-      ['project.resumed', 'admin'],
+    // The notifier's person is an identity (its token): the actor. The admin connection is the actor
+    // of what it sends; the person it names is a claim beside it (on_behalf_of).
+    expect(events.map((e) => [e.type, e.actor, (e.payload as { on_behalf_of?: string }).on_behalf_of])).toEqual([
+      ['project.paused', 'ada', undefined],
+      ['project.resumed', 'admin', 'sre-sam'],
+      ['project.paused', 'admin', undefined],
+      ['project.resumed', 'admin', undefined],
     ]);
+  });
+
+  it('the admin connection is the actor of pause and resume, whoever its body names: the named person is on_behalf_of, a claim; on a handoff command a named person is refused identity_mismatch', async () => {
+    const project = 'idp-obo';
+    // mallory holds no admin token: naming her makes her nothing but the claim she is.
+    const paused = await client.pause(project, { reason: 'incident 12', idempotency_key: 'obo-p', force: true }, callers.admin('mallory'));
+    expect(paused).toMatchObject({ ok: true, project: { status: 'paused', paused_by: 'admin', on_behalf_of: 'mallory' } });
+    // The same key sent for another person is not a retry of mallory's.
+    expect(await client.pause(project, { reason: 'incident 12', idempotency_key: 'obo-p', force: true }, callers.admin('olga'))).toMatchObject({
+      ok: false,
+      error: { code: 'idempotency_key_reused' },
+    });
+    expect(await client.pause(project, { reason: 'incident 12', idempotency_key: 'obo-p', force: true }, callers.admin('mallory'))).toMatchObject({
+      ok: true,
+      events: 0,
+    });
+    expect(await client.resume(project, { idempotency_key: 'obo-r' }, callers.admin('mallory'))).toMatchObject({ ok: true, project: { status: 'active' } });
+    const events = (await store.read({ project, kind: 'project', id: 'control' })).events;
+    expect(
+      events.map((e) => {
+        const d = e.payload as { paused_by?: string; resumed_by?: string; on_behalf_of?: string };
+        return [e.type, e.actor, e.origin, d.paused_by ?? d.resumed_by, d.on_behalf_of];
+      }),
+    ).toEqual([
+      ['project.paused', 'admin', 'operator', 'admin', 'mallory'],
+      ['project.resumed', 'admin', 'operator', 'admin', 'mallory'],
+    ]);
+    // A handoff command's events have no place for the claim: naming a person there is refused, recorded.
+    const claimed = await send(Principals.operator('admin'), 'claim', { handoff_id: 'h-obo', idempotency_key: 'obo-c', actor: 'mallory' });
+    expect(claimed.reply).toMatchObject({ ok: false, error: { code: 'identity_mismatch', kind: 'forbidden' } });
+    await lettersFor([claimed]);
   });
 
   it('a claim as agent bob is recorded as bob (kind agent) with no actor in the body, or with bob repeating his own name', async () => {
@@ -357,6 +390,36 @@ describe('ledger identity (real NATS): the subject names the caller; the body ne
     const decided = (await store.read({ project: P, kind: 'handoff', id: handback })).events.find((e) => e.type === 'handoff.handback_decided');
     expect(decided?.payload).toMatchObject({ decided_by: 'olga', decided_by_kind: 'operator' });
     expect((await client.get(P, 'h-work'))?.status).toBe('pending');
+  });
+
+  it('the worker is the principal that claimed the work, kind and name: a person whose token is named like the worker agent may decide its handback; the agent itself still may not', async () => {
+    expect(
+      await client.create(P, { handoff_id: 'h-named', from_agent: 'alice', to_agent: 'bob', summary: 'work', idempotency_key: 'c-named' }, as('alice')),
+    ).toMatchObject({ ok: true });
+    const claimed = await client.claim(P, { handoff_id: 'h-named', idempotency_key: 'k-named' }, as('bob'));
+    if (!claimed.ok) throw new Error(claimed.error.code);
+    const returned = await client.return(P, { handoff_id: 'h-named', claim_id: claimed.handoff.claim_id!, report, idempotency_key: 'r-named' }, as('bob'));
+    if (!returned.ok) throw new Error(returned.error.code);
+    const handback = returned.handoff.handback_id!;
+    const record = await waitFor(() => client.get(P, handback), `the handback ${handback}`, { timeoutMs: 8000 });
+    // The kind comes from the connections that claimed and returned, recorded on the events.
+    expect(record).toMatchObject({ reviewed_worker: 'bob', reviewed_worker_kind: 'agent' });
+    const parent = (await store.read({ project: P, kind: 'handoff', id: 'h-named' })).events;
+    expect(parent.find((e) => e.type === 'handoff.claimed')?.payload).toMatchObject({ claimed_by: 'bob', claimed_by_kind: 'agent' });
+    expect(parent.find((e) => e.type === 'handoff.returned')?.payload).toMatchObject({ worker: 'bob', worker_kind: 'agent' });
+
+    expect(await client.decideHandback(P, { handoff_id: handback, decision: 'accept', idempotency_key: 'd-named-own' }, as('bob'))).toMatchObject({
+      ok: false,
+      error: { code: 'self_accept_forbidden' },
+    });
+    // bob the person (an operator token named bob, relayed by the notifier) is not bob the agent.
+    const person = await client.decideHandback(P, { handoff_id: handback, decision: 'accept', idempotency_key: 'd-named-person' }, callers.operator('bob'));
+    expect(person).toMatchObject({ ok: true, handoff: { status: 'completed' } });
+    const decided = (await store.read({ project: P, kind: 'handoff', id: handback })).events.find((e) => e.type === 'handoff.handback_decided');
+    expect(decided?.payload).toMatchObject({ decided_by: 'bob', decided_by_kind: 'operator', decision: 'accept' });
+    await waitFor(async () => ((await client.get(P, 'h-named'))?.status === 'completed' ? true : undefined), 'the parent completed by the accept', {
+      timeoutMs: 8000,
+    });
   });
 
   it('open_offers provisions offers-<n>-<project>-<agent> on the inbox stream, filtered to the SUBJECT agent`s offers, idempotently; a foreign filter is replaced', async () => {

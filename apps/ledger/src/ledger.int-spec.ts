@@ -560,12 +560,13 @@ describe('ledger service (real NATS, two instances on one prefix)', () => {
         },
       };
     };
+    // A run's handoffs, as the router creates them (an agent names a run only while it waits for it: not_in_run).
     for (const id of ['h-taken', 'h-free']) {
       handoffOf(
         await client.create(
           P,
           { handoff_id: id, from_agent: 'alice', to_agent: 'bob', summary: 's', workflow_run_id: `wr-${id}`, idempotency_key: `create-${id}` },
-          as('alice'),
+          callers.router,
         ),
       );
     }

@@ -1,16 +1,36 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { envInt, loadServiceSettings } from '@baton/platform';
+import { envInt, loadServiceSettings, TokenKeyFileSetting } from '@baton/platform';
 import { ProjectIdSchema } from '@baton/contracts';
 
 /** Injection token of the {@link NotifierConfig}. */
 export const NOTIFIER_CONFIG = Symbol('NOTIFIER_CONFIG');
+
+/**
+ * What a webhook's configured `name` may be: a letter or digit, then letters, digits and
+ * `. _ : @ / -`, at most 64 characters — one token in a log line, a letter's detail or a CLI line.
+ */
+export const WEBHOOK_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,63}$/;
+
+/** A webhook id's form (16 hex digits): no name may take it, or a name would read as another webhook's id. */
+export const WEBHOOK_ID_PATTERN = /^[0-9a-f]{16}$/;
 
 /** One webhook that receives human action notices. `projects` limits it to those projects (default: all). */
 export const WebhookTargetSchema = z.strictObject({
   url: z.url({ protocol: /^https?$/ }),
   /** The HMAC-SHA256 key of the `Baton-Signature` header (at least 16 characters). */
   secret: z.string().min(16).max(512),
+  /**
+   * What operators call it (logs, dead letters' detail, the API, `baton notice redeliver`), beside
+   * its id: a letter or digit, then letters, digits and `. _ : @ / -`, at most 64 characters, not 16
+   * hex digits (an id's form), unique among the webhooks. Default: derived from the URL, host and
+   * path, each segment that may be a secret shown as `***` (`derivedWebhookName`).
+   */
+  name: z
+    .string()
+    .regex(WEBHOOK_NAME_PATTERN, 'a letter or digit, then letters, digits and . _ : @ / - (at most 64 characters)')
+    .refine((name) => !WEBHOOK_ID_PATTERN.test(name), 'may not be 16 hex digits: that is the form of a webhook id')
+    .optional(),
   projects: z.array(ProjectIdSchema).min(1).max(100).optional(),
 });
 export type WebhookTarget = z.infer<typeof WebhookTargetSchema>;
@@ -21,11 +41,25 @@ const webhookList = z
     try {
       return JSON.parse(raw) as unknown;
     } catch {
-      ctx.addIssue({ code: 'custom', message: 'must be a JSON list of {url, secret, projects?}' });
+      ctx.addIssue({ code: 'custom', message: 'must be a JSON list of {url, secret, name?, projects?}' });
       return z.NEVER;
     }
   })
-  .pipe(z.array(WebhookTargetSchema).max(20));
+  .pipe(
+    z
+      .array(WebhookTargetSchema)
+      .max(20)
+      .superRefine((targets, ctx) => {
+        // A name says which webhook failed: two of one name would not.
+        const seen = new Map<string, number>();
+        targets.forEach((target, i) => {
+          if (target.name === undefined) return;
+          const first = seen.get(target.name);
+          if (first === undefined) seen.set(target.name, i);
+          else ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `webhook names are unique: "${target.name}" is the name of webhook ${first} too` });
+        });
+      }),
+  );
 
 const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 
@@ -78,7 +112,7 @@ const trustProxy = z
  * operator tokens — come only from the environment or Redis, never from files in the repository.
  */
 export const NotifierConfigSchema = z.object({
-  /** JSON list of webhooks: `[{"url":"https://…","secret":"…","projects":["shop"]}]` (default none). */
+  /** JSON list of webhooks: `[{"url":"https://…","secret":"…","name":"shop-chat","projects":["shop"]}]` (default none; `name` and `projects` optional). */
   NOTIFIER_WEBHOOKS: webhookList.default([]),
   /**
    * Deliveries of one notice to a failing webhook before it is dead-lettered (default 21: with the
@@ -145,6 +179,15 @@ export const NotifierConfigSchema = z.object({
    * A hop count (`1`) or a list of addresses, prefixes and `loopback` / `linklocal` / `uniquelocal`.
    */
   NOTIFIER_TRUST_PROXY: trustProxy.default(false),
+  /**
+   * The deployment's token key file (`<deployment folder>/token.key`, which `npm start` and
+   * `baton nats-config` create, 0600): read at start. Set, only operator API token records (and
+   * browser sessions) signed with it authenticate — one written into Redis without the key is
+   * refused 401 `unsigned`. Unset, every token record in Redis is trusted as it is (whoever can
+   * write Redis can make an admin token) and the notifier warns so at start (`token_key_missing`).
+   * The same variable names it for `baton token`.
+   */
+  BATON_TOKEN_KEY_FILE: TokenKeyFileSetting.optional(),
 });
 export type NotifierConfig = z.infer<typeof NotifierConfigSchema>;
 

@@ -229,6 +229,8 @@ describe('returnable and permanent handoffs through the router (seed 001, real N
       variables: { annual_income: 52000 },
       handoff: { passed: ['annual_income'] },
     });
+    // The replay fired a route: its target is no caller of the child, and gets no child's answer (only what PASS gives it).
+    expect(offer.body['context']).not.toHaveProperty('returned');
     // 5. handoff_completed: outcome and durationMs.
     const completed = await payloads('loans', run, 'run.handoff_completed');
     expect(completed).toContainEqual(expect.objectContaining({ to: 'Income_Capture_Agent', outcome: 'success', durationMs: expect.any(Number) }));

@@ -1,4 +1,5 @@
 import { runService, type RunningService } from '@baton/platform';
+import { loadRouterConfig, RouterConfigSchema } from './config';
 import { RouterModule } from './router.module';
 
 /** The router's default HTTP port (health endpoints); `HTTP_PORT` overrides it. */
@@ -18,14 +19,16 @@ export const ROUTER_FOLD_CACHE_MB = 16;
  * request/reply subject and the durable consumers (run starts, agent results, operator answers,
  * run events), and serve /health/live and /health/ready. `env` defaults to `process.env`.
  */
-export function startRouter(env?: Record<string, string | undefined>): Promise<RunningService> {
+export async function startRouter(env?: Record<string, string | undefined>): Promise<RunningService> {
+  const config = loadRouterConfig(env ?? process.env);
   // The router keeps nothing in Redis: no connection, and a Redis outage never makes it unready.
   return runService({
+    ownSettings: Object.keys(RouterConfigSchema.shape),
     service: 'router',
     defaultPort: ROUTER_PORT,
     defaultCacheMb: ROUTER_FOLD_CACHE_MB,
     redis: false,
-    imports: [RouterModule],
+    imports: [RouterModule.register(config)],
     ...(env ? { env } : {}),
   });
 }

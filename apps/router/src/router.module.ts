@@ -1,4 +1,4 @@
-import { Module } from '@nestjs/common';
+import { Module, type DynamicModule } from '@nestjs/common';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { DefinitionCatalog } from './definitions/definition-catalog';
 import { DefinitionsController } from './definitions/definitions.controller';
@@ -17,6 +17,7 @@ import { StartRunUseCase } from './runs/use-cases/start-run';
 import { SessionMessageUseCase } from './runs/use-cases/session-message';
 import { HandoffClaims } from './shared/handoff-claims';
 import { MeshesModule } from './meshes/meshes.module';
+import { ROUTER_CONFIG, type RouterConfig } from './config';
 
 /**
  * The router: the only writer of the run and definition aggregates. Definitions (request/reply),
@@ -46,4 +47,9 @@ import { MeshesModule } from './meshes/meshes.module';
     },
   ],
 })
-export class RouterModule {}
+export class RouterModule {
+  /** The router with its own settings (`ROUTER_*`, {@link RouterConfig}). */
+  static register(config: RouterConfig): DynamicModule {
+    return { module: RouterModule, providers: [{ provide: ROUTER_CONFIG, useValue: config }] };
+  }
+}

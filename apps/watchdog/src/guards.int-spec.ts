@@ -30,14 +30,23 @@ const guardAgent = (stop: Awaited<ReturnType<typeof stopRequests>>[number]) => (
 
 /** Two handoffs of `agent`'s, on runs `<tag>-1` and `<tag>-2`, claimed with a 1 s lease; resolves with the claims once both lapsed. */
 async function lapseTwo(agent: string, tag: string): Promise<{ id: string; claimId: string; run: string }[]> {
-  const alice = new LedgerClient(h.nats, h.prefix, { as: Principals.agent(PROJECT, 'alice'), attempts: 1 });
+  // The run's step handoff to `agent` is the router's create (an agent names a run only while it waits for that agent: `not_in_run`).
+  const router = new LedgerClient(h.nats, h.prefix, { as: Principals.service('router'), attempts: 1 });
   const worker = new LedgerClient(h.nats, h.prefix, { as: Principals.agent(PROJECT, agent), attempts: 1 });
   const claims: { id: string; claimId: string; run: string }[] = [];
   for (const i of [1, 2]) {
     const id = `${tag}-h${i}`;
     const run = `${tag}-${i}`;
     await route(run, [agent]);
-    await alice.create(PROJECT, { handoff_id: id, from_agent: 'alice', to_agent: agent, summary: 'x', workflow_run_id: run, idempotency_key: `c-${id}` });
+    const created = await router.create(PROJECT, {
+      handoff_id: id,
+      from_agent: 'alice',
+      to_agent: agent,
+      summary: 'x',
+      workflow_run_id: run,
+      idempotency_key: `c-${id}`,
+    });
+    expect(created).toMatchObject({ ok: true });
     const claimed = await worker.claim(PROJECT, { handoff_id: id, lease_ms: 1000, idempotency_key: `k-${id}` });
     if (!claimed.ok || claimed.handoff.claim_id === undefined) throw new Error(`claim refused: ${JSON.stringify(claimed)}`);
     claims.push({ id, claimId: claimed.handoff.claim_id, run });
@@ -108,6 +117,8 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
     const flaky = new LedgerClient(h.nats, h.prefix, { as: Principals.agent(PROJECT, 'flaky'), attempts: 1 });
     for (const i of [1, 2]) {
       const id = `cf-${i}`;
+      // alice delegates a piece of her run: the run waits for her (`not_in_run` otherwise).
+      await route(`run-c${i}`, ['alice']);
       await alice.create(PROJECT, {
         handoff_id: id,
         from_agent: 'alice',
@@ -187,6 +198,8 @@ describe('watchdog loop guards (real NATS): each leaves the loop as a stop reque
     for (const i of [1, 2]) await route(`run-x${i}`, ['carol'], 1, OTHER);
     for (const i of [1, 2]) {
       const id = `xcf-${i}`;
+      // alice delegates a piece of her run (of PROJECT) to OTHER: the run waits for her (`not_in_run` otherwise).
+      await route(`run-x${i}`, ['alice']);
       const created = await alice.create(PROJECT, {
         handoff_id: id,
         from_agent: 'alice',

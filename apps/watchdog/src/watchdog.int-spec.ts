@@ -13,6 +13,8 @@ const LEASE_MS = 1_000; // the shortest lease the wire schema allows
 const OTHER = 'other';
 const alice = Principals.agent(PROJECT, 'alice');
 const bob = Principals.agent(PROJECT, 'bob');
+/** A run step's handoff is the router's create: an agent names a run only while the run waits for it (`not_in_run`). */
+const router = Principals.service('router');
 
 let h: Harness;
 let client: LedgerClient;
@@ -27,7 +29,10 @@ afterEach(async () => {
   await h.cleanup();
 });
 
-/** Create a handoff from alice to bob and let bob claim it; resolves with its id and the claim. */
+/**
+ * Create a handoff from alice to bob and let bob claim it; resolves with its id and the claim. One
+ * naming a run is a step of it the router routed from alice to bob, created by the router.
+ */
 async function createAndClaim(opts: { leaseMs?: number; maxRetries?: number; workflowRunId?: string; escalateTo?: string; trace?: HopTrace } = {}) {
   const id = `h-${++n}`;
   const created = await client.create(
@@ -42,7 +47,7 @@ async function createAndClaim(opts: { leaseMs?: number; maxRetries?: number; wor
       ...(opts.escalateTo ? { escalate_to: opts.escalateTo } : {}),
       idempotency_key: `create-${id}`,
     },
-    { as: alice },
+    { as: opts.workflowRunId ? router : alice },
   );
   if (!created.ok) throw new Error(`create refused: ${JSON.stringify(created.error)}`);
   const claimed = await client.claim(
@@ -309,7 +314,7 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
         workflow_run_id: 'run-gave-up',
         idempotency_key: `create-${id}`,
       },
-      { as: alice },
+      { as: router },
     );
     if (!created.ok) throw new Error(`create refused: ${JSON.stringify(created.error)}`);
     const gaveUp = await client.giveUpOffer(PROJECT, {
@@ -458,6 +463,8 @@ describe('watchdog: retry cap with no lead anywhere → stop the run', () => {
    */
   async function createCrossAndClaim(run: string) {
     const id = `hx-${++n}`;
+    // Her run waits for her (its current agent): only then may she name it (`not_in_run`).
+    await route(h, run, ['alice']);
     const created = await client.create(
       PROJECT,
       {

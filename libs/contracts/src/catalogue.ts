@@ -12,7 +12,19 @@ import { MeshEventSchemas } from './mesh';
 export const DefinitionEventSchemas = {
   'definition.published': z.strictObject({
     definition: ProjectDefinitionSchema,
+    /** Who sent it: the admin connection (`admin`); on events stored before `on_behalf_of`, the person it named. */
     published_by: z.string().min(1).max(200),
+    /**
+     * The person the admin connection said it published for (its `Baton-Actor` header, the CLI's
+     * `BATON_OPERATOR`): a claim recorded beside `published_by`, never as it. Absent when nobody was
+     * named and on events stored before it.
+     */
+    on_behalf_of: z
+      .string()
+      .min(1)
+      .max(200)
+      .optional()
+      .describe('the person the admin connection said it published for (its Baton-Actor header): a claim, not checked; published_by is who sent it'),
     published_at: IsoTimeSchema,
     /** Digest of the canonical definition; publishing the same definition twice is a no-op. */
     digest: z.string().min(1).max(128),

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { AgentNameSchema, IdSchema, ProjectIdSchema } from './common';
 import type { HandoffEventType } from './handoff';
 import { inboxPrefixOf, projectAgentsInboxPrefix } from './principal';
+import { RESULT_REFUSED_TOKEN } from './result-refused';
 import { isUnder } from './subject-tokens';
 
 /*
@@ -48,17 +49,24 @@ export function claimWithdrawnSubject(prefix: string, project: string, agent: st
   return `${inboxPrefixOf(prefix, { kind: 'agent', project, agent })}.${WITHDRAWN_TOKEN}`;
 }
 
+/** The tokens under an agent's inbox prefix where only Baton's services write to it: its claims withdrawn, its results refused (result-refused.ts). */
+const NOTICE_TOKENS = [WITHDRAWN_TOKEN, RESULT_REFUSED_TOKEN] as const;
+
 /**
  * Is `subject` where an agent of `project` listens for what only Baton's services write — its
- * claim-withdrawn notices (`<agent's inbox prefix>.withdrawn`, or under it)? Such a subject is never
- * a reply subject: an answer aimed there would be read as a notice.
+ * claim-withdrawn notices (`<agent's inbox prefix>.withdrawn`) or its refused-result notices
+ * (`….refused`), or under one? Such a subject is never a reply subject: an answer aimed there would
+ * be read as a notice.
  */
 export function isAgentNoticeSubject(prefix: string, project: string, subject: string): boolean {
   const agents = `${projectAgentsInboxPrefix(prefix, project)}.`;
   if (!subject.startsWith(agents)) return false;
-  // The agent's token, then its notice subject: the subject itself or under it.
+  // The agent's token, then one of its notice subjects: the subject itself or under it.
   const end = subject.indexOf('.', agents.length);
   if (end < 0) return false;
-  const notices = claimWithdrawnSubject(prefix, project, subject.slice(agents.length, end));
-  return subject === notices || isUnder(subject, notices);
+  const inbox = subject.slice(0, end);
+  return NOTICE_TOKENS.some((token) => {
+    const notices = `${inbox}.${token}`;
+    return subject === notices || isUnder(subject, notices);
+  });
 }

@@ -155,8 +155,12 @@ export const NonBlankShortTextSchema = ShortTextSchema.trim().regex(NOT_BLANK, '
 /** A text without control characters but tab, line feed and carriage return (no C0 control, DEL or C1 control). */
 // eslint-disable-next-line no-control-regex -- finding control characters is what it is for
 const NO_CONTROLS = /^[^\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]*$/;
-/** Somewhere a character a reader sees: not white space, not a control, not a format character (a bidi mark, a zero-width space). */
-const SOMETHING_VISIBLE = /[^\s\p{Cc}\p{Cf}]/u;
+/**
+ * Somewhere a character a reader sees: not white space, not a control, not a format character (a
+ * bidi mark, a zero-width space). Its `source` is the JSON Schemas' `pattern` for such a text (a
+ * Unicode property escape: ECMA-262 with the `u` flag, as JSON Schema's regexes are).
+ */
+export const SOMETHING_VISIBLE = /[^\s\p{Cc}\p{Cf}]/u;
 
 /**
  * Free text a person types at Baton's edge (an operator's note): at most {@link Limits.maxShortText}

@@ -11,14 +11,19 @@ import {
   edgeRefusalOf,
   EdgeRefusalReplySchema,
   edgeSubjectOf,
-  mayAnswerRefusal,
   mayRelayReply,
   parseEdgeSubject,
   type EdgeRoute,
 } from './edge';
 import { claimWithdrawnSubject } from './claim-withdrawn';
+import { resultRefusedSubject } from './result-refused';
 import { MsgIds } from './msg-ids';
 import { offerDurableName } from './principal';
+import { replyRefusal } from './reply-subject';
+
+/** May the edge answer (or relay) a message of `sender` on `reply` (`replyRefusal`, the decision it shares with the ledger)? */
+const edgeAnswersOn = (prefix: string, sender: { project: string; agent: string | null }, reply: string, authenticated: boolean) =>
+  replyRefusal(prefix, { via: 'edge', ...sender }, reply, authenticated) === null;
 
 /** Why the edge refuses an inbox message's body (what `readEdgeInput` says), or null when its consumer would take it. */
 const refusalOf = (...args: Parameters<typeof readEdgeInput>) => {
@@ -256,12 +261,12 @@ describe('the agent edge: what it answers when it refuses', () => {
   it('answers only on the sender`s own inbox with authentication; without it, on any plain subject but JetStream`s, the server`s and Baton`s own', () => {
     const own = { project: 'acme', agent: 'support' };
     const shared = { project: 'acme', agent: null };
-    expect(mayAnswerRefusal('baton', own, '_INBOX_baton.agent.acme.support.abc', true)).toBe(true);
-    expect(mayAnswerRefusal('baton', shared, '_INBOX_baton.agent.acme.billing.abc', true)).toBe(true);
+    expect(edgeAnswersOn('baton', own, '_INBOX_baton.agent.acme.support.abc', true)).toBe(true);
+    expect(edgeAnswersOn('baton', shared, '_INBOX_baton.agent.acme.billing.abc', true)).toBe(true);
     for (const reply of ['_INBOX_baton.agent.acme.billing.abc', '_INBOX.abc', '_INBOX_baton.agent.acme.support.>', 'baton.ev.acme.run.x']) {
-      expect({ reply, answered: mayAnswerRefusal('baton', own, reply, true) }).toEqual({ reply, answered: false });
+      expect({ reply, answered: edgeAnswersOn('baton', own, reply, true) }).toEqual({ reply, answered: false });
     }
-    expect(mayAnswerRefusal('baton', own, '_INBOX.abc.1', false)).toBe(true);
+    expect(edgeAnswersOn('baton', own, '_INBOX.abc.1', false)).toBe(true);
     for (const reply of [
       '$JS.API.STREAM.DELETE.BATON_EVENTS',
       '$SYS.REQ.SERVER.PING',
@@ -271,7 +276,7 @@ describe('the agent edge: what it answers when it refuses', () => {
       '_INBOX.>',
       '_INBOX..x',
     ]) {
-      expect({ reply, answered: mayAnswerRefusal('baton', own, reply, false) }).toEqual({ reply, answered: false });
+      expect({ reply, answered: edgeAnswersOn('baton', own, reply, false) }).toEqual({ reply, answered: false });
     }
   });
 
@@ -343,7 +348,12 @@ describe('the agent edge: an inbox message its consumer would refuse is refused 
     expect(mayRelayReply('baton', shared, `${claimWithdrawnSubject('baton', 'acme', 'billing')}.x`)).toBe(false);
     // An inbox token that merely contains the word is a reply subject like any other.
     expect(mayRelayReply('baton', shared, '_INBOX_baton.agent.acme.billing.withdrawnish.1')).toBe(true);
-    expect(mayAnswerRefusal('baton', shared, claimWithdrawnSubject('baton', 'acme', 'billing'), true)).toBe(false);
-    expect(mayAnswerRefusal('baton', shared, claimWithdrawnSubject('baton', 'acme', 'billing'), false)).toBe(false);
+    expect(edgeAnswersOn('baton', shared, claimWithdrawnSubject('baton', 'acme', 'billing'), true)).toBe(false);
+    expect(edgeAnswersOn('baton', shared, claimWithdrawnSubject('baton', 'acme', 'billing'), false)).toBe(false);
+    // Its refused-result notices (result-refused.ts) are notice subjects too: a reply aimed there would read as the router's.
+    expect(mayRelayReply('baton', own, resultRefusedSubject('baton', 'acme', 'support'))).toBe(false);
+    expect(mayRelayReply('baton', shared, `${resultRefusedSubject('baton', 'acme', 'billing')}.x`)).toBe(false);
+    expect(mayRelayReply('baton', shared, '_INBOX_baton.agent.acme.billing.refusedish.1')).toBe(true);
+    expect(edgeAnswersOn('baton', shared, resultRefusedSubject('baton', 'acme', 'billing'), true)).toBe(false);
   });
 });

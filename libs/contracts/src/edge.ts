@@ -15,8 +15,8 @@ import { parseSubject, SubjectTable } from './subjects';
  * that answer at an event subject, another project's inbox, or `$JS.API.STREAM.DELETE.<stream>`.
  * So agents may publish nothing JetStream reads. They publish on `<prefix>.edge.…` instead, and
  * the ledger relays each message to what it stands for, with its headers and bytes, once its reply
- * subject is the agent's own inbox (`mayRelayReply`): JetStream's answer then goes straight to the
- * agent. The shapes:
+ * subject is one Baton answers on (`replyRefusal`, reply-subject.ts: with authentication the agent's
+ * own inbox, `mayRelayReply`): JetStream's answer then goes straight to the agent. The shapes:
  *
  *   <prefix>.edge.<project>.<kind>[.<agent>]            → <prefix>.in.<project>.<kind>[.<agent>]
  *     (the inbox kinds an agent publishes: result, mesh_result, start, message, mesh_start)
@@ -370,18 +370,6 @@ export function readEdgeInput(route: Extract<EdgeRoute, { kind: 'input' }>, body
 /** The edge's reason for a rejection code its body check can give (the rest cannot occur there: `schema_violation`). */
 function edgeReasonOf(code: RejectionCode): EdgeRefusalReason {
   return (EdgeRefusalReasons as readonly string[]).includes(code) ? (code as EdgeRefusalReason) : 'schema_violation';
-}
-
-/**
- * May the edge answer a refused message on `reply`? With authentication, only on the sender's own
- * inbox ({@link mayRelayReply}: whom the subject names, which the server's permissions back).
- * Without it anyone may publish anything, but the edge still answers nothing but a plain subject
- * outside JetStream's and the server's own (`$…`), Baton's (`<prefix>.…`) and the project's agents'
- * notice subjects: an answer is never a call, an event or a notice.
- */
-export function mayAnswerRefusal(prefix: string, sender: Pick<EdgeRoute, 'project' | 'agent'>, reply: string, authenticated: boolean): boolean {
-  if (authenticated) return mayRelayReply(prefix, sender, reply);
-  return isPlainSubject(reply) && !reply.startsWith('$') && !reply.startsWith(`${prefix}.`) && !isAgentNoticeSubject(prefix, sender.project, reply);
 }
 
 /**

@@ -33,8 +33,9 @@ const ControlActorSchema = z
 
 /**
  * `actor` / `actor_role` in a pause or resume body name the operator an operator relay speaks for
- * (`op.notifier`: both required; `op.admin`: optional, role `admin` only). They are checked against
- * the subject's principal before this body is parsed; see `resolveLedgerCaller`.
+ * (`op.notifier`: both required, the person is the actor; `op.admin`: optional, role `admin` only,
+ * the person is recorded as `on_behalf_of` and the actor is `admin`). They are checked against the
+ * subject's principal before this body is parsed; see `resolveLedgerCaller`.
  */
 const ControlClaims = {
   actor: ControlActorSchema.optional(),
@@ -86,6 +87,13 @@ export const ProjectControlRecordSchema = z.strictObject({
   paused_by: ControlActorSchema.optional(),
   paused_at: IsoTimeSchema.optional(),
   reason: ShortTextSchema.optional(),
+  /**
+   * The person the admin connection said it paused for (`on_behalf_of` of the pause): a claim,
+   * shown beside `paused_by` (`admin`, who sent it), never as it.
+   */
+  on_behalf_of: ControlActorSchema.optional().describe(
+    'the person the admin connection (paused_by: admin) said it paused for: a claim it made (BATON_OPERATOR), not an identity Baton checked',
+  ),
   version: z.number().int().min(0),
 });
 export type ProjectControlRecord = z.infer<typeof ProjectControlRecordSchema>;
@@ -93,8 +101,15 @@ export type ProjectControlRecord = z.infer<typeof ProjectControlRecordSchema>;
 /** What a project's published definition holds, in short (the newest `definition.published`). */
 export const ProjectDefinitionSummarySchema = z.strictObject({
   published_at: IsoTimeSchema,
-  /** The service that recorded the publish (the router): `publish_definition` carries no person. */
+  /** Who published it: the admin connection (`admin`); on publishes stored before `on_behalf_of`, the person it named. */
   published_by: z.string().min(1).max(200),
+  /** The person the admin connection said it published for (`Baton-Actor`): a claim, shown beside `published_by`, never as it. */
+  on_behalf_of: z
+    .string()
+    .min(1)
+    .max(200)
+    .optional()
+    .describe('the person the admin connection said it published for: a claim it made (BATON_OPERATOR), not an identity Baton checked'),
   /** How many definitions were published (the newest is in force). */
   publishes: z.number().int().min(1),
   lead: z.string().min(1).max(Limits.maxIdLength).nullable(),
@@ -159,6 +174,16 @@ const ControlEventBase = {
   idempotency_key: z.string().min(1).max(200),
   /** The digest of the admin's request body (`CommandDigestSchema`); absent on events stored before it. */
   command_digest: CommandDigestSchema.optional(),
+  /**
+   * The person the admin connection said it acted for (the body's `actor` on `op.admin`: the CLI's
+   * `BATON_OPERATOR`): a claim, recorded beside the actor (`paused_by` / `resumed_by` and the
+   * envelope's `actor`, then `admin`), never as it. Absent when nobody was named, on the notifier's
+   * requests (their actor is the token's person) and on events stored before it (whose actor is
+   * the named person, as the admin connection then recorded it).
+   */
+  on_behalf_of: ControlActorSchema.optional().describe(
+    'the person the admin connection said it acted for (a claim, not checked); the actor that sent it is paused_by / resumed_by',
+  ),
 };
 
 export const ProjectPausedSchema = z.strictObject({

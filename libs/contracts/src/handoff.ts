@@ -209,6 +209,13 @@ export const HandoffRecordSchema = z
     handback_recipient: HandbackRecipientSchema.optional(),
     /** On a completion handback: the agent whose work it reviews (it may never accept it). */
     reviewed_worker: ActorNameSchema.optional(),
+    /**
+     * On a completion handback: what the worker was (the kind of the principal that claimed the
+     * work: `agent`, or `operator` for a person). The worker is that kind and name together, so a
+     * person named like the worker agent is someone else. Absent on handbacks of work claimed
+     * before it was recorded: the name alone is then the worker.
+     */
+    reviewed_worker_kind: HandoffActorKindSchema.optional(),
     /** Set when the retry cap escalated this handoff. */
     escalation_outcome: EscalationOutcomeSchema.optional(),
     /** The last offer its addressed agent gave up on without claiming it (`give_up_offer`), when one did. */
@@ -536,6 +543,12 @@ export const HandoffCreatedSchema = z.strictObject({
   to_agent: ActorNameSchema.optional(),
   reply_to_handoff_id: IdSchema.optional(),
   reviewed_worker: ActorNameSchema.optional(),
+  /**
+   * On a completion handback: the kind of the principal that claimed the reviewed work (from its
+   * connection, `handoff.returned`'s `worker_kind`). Absent on handbacks created before it was
+   * recorded, and of work whose claim did not record it: the worker is then matched by name alone.
+   */
+  reviewed_worker_kind: HandoffActorKindSchema.optional(),
   summary: ShortTextSchema,
   context: JsonObjectSchema,
   acceptance: JsonObjectSchema,
@@ -558,6 +571,12 @@ export const HandoffCreatedSchema = z.strictObject({
 export const HandoffClaimedSchema = z.strictObject({
   ...EventBase,
   claimed_by: ActorNameSchema,
+  /**
+   * The kind of the principal that claimed it, from its connection (`agent`, or `operator` for a
+   * person through the notifier or the admin): the worker is this kind and `claimed_by` together.
+   * Absent on claims stored before it was recorded.
+   */
+  claimed_by_kind: HandoffActorKindSchema.optional(),
   claim_id: IdSchema,
   lease_expires_at: IsoTimeSchema,
 });
@@ -574,6 +593,12 @@ export const HandoffReturnedSchema = z.strictObject({
   returned_by: ActorNameSchema,
   /** The claimer that did the work (differs from returned_by when an operator returns for it). */
   worker: ActorNameSchema,
+  /**
+   * What the worker is: the claim's `claimed_by_kind` (the principal that claimed the work, never a
+   * body). Its completion handback records it as `reviewed_worker_kind`. Absent when the claim did
+   * not record it (claimed before it was).
+   */
+  worker_kind: HandoffActorKindSchema.optional(),
   /** The report as recorded: outcome `partial` when the evidence floor applied. */
   report: CompletionReportSchema,
   evidence_floor: EvidenceFloorSchema.optional(),
@@ -726,6 +751,8 @@ export const HandoffReviewReopenedSchema = z.strictObject({
   handback_id: IdSchema,
   /** The worker whose work the review is of (never its reviewer). */
   worker: ActorNameSchema,
+  /** The worker's kind, as the ended handback recorded it (`reviewed_worker_kind`); absent when it did not. */
+  worker_kind: HandoffActorKindSchema.optional(),
   handback_recipient: HandbackRecipientSchema,
 });
 

@@ -116,6 +116,71 @@ describe('the published JSON Schemas state the invariants Baton enforces (ajv, d
   });
 });
 
+describe("the operator HTTP API's request bodies: the published schema and what the API parses agree (ajv, draft 2020-12)", () => {
+  it.each([
+    ['the least answer', { action: 'deny' }, true],
+    ['every field of an approve', { answer_id: 'a-1', action: 'approve', pending_digest: 'd1', note: 'ok', answered_by: 'olga' }, true],
+    ['an approve of a packet that freezes no call (its digest null, as the packet shows it)', { action: 'approve', pending_digest: null }, true],
+    ['an intent with its intent', { action: 'intent', intent: 'refund' }, true],
+    ['an intent without one', { action: 'intent' }, false],
+    ['a raise_cap with its cap', { action: 'raise_cap', cap: 20 }, true],
+    ['a raise_cap without one', { action: 'raise_cap' }, false],
+    ['a deny with a cap (not a raise)', { action: 'deny', cap: 20 }, false],
+    ['a deny with an intent', { action: 'deny', intent: 'refund' }, false],
+    ["accept: a handback's decision, not a stop form's button", { action: 'accept' }, false],
+    ["rework with its note: a handback's decision too", { action: 'rework', note: 'add tests' }, false],
+    ["the recorded answer's packet_id (the API sets it)", { action: 'deny', packet_id: 'sp-1' }, false],
+    ["the recorded answer's answered_at (the API sets it)", { action: 'deny', answered_at: now }, false],
+    ['a note with a control character', { action: 'deny', note: 'no\u0007' }, false],
+  ])('operator-answer-request: %s → zod and the JSON Schema agree', (_what, body, valid) => {
+    expect(agree('operator-answer-request', body)).toEqual({ zod: valid, json: valid });
+  });
+
+  it('operator-answer.json is the recorded answer, not the request: a minimal request is not a recorded answer, a recorded answer is not a request', () => {
+    const recorded = { packet_id: 'sp-1', answer_id: 'a-1', action: 'deny', answered_by: 'olga', answered_at: now };
+    expect(agree('operator-answer', { action: 'deny' })).toEqual({ zod: false, json: false });
+    expect(agree('operator-answer-request', { action: 'deny' })).toEqual({ zod: true, json: true });
+    expect(agree('operator-answer', recorded)).toEqual({ zod: true, json: true });
+    expect(agree('operator-answer-request', recorded)).toEqual({ zod: false, json: false });
+  });
+
+  it.each([
+    ['a continue', { action: 'continue', hold_cause: { kind: 'result', id: 'r-1' } }, true],
+    ['a reroute with its target', { action: 'reroute', target: 'billing' }, true],
+    ['a reroute without one', { action: 'reroute' }, false],
+    ['a terminate with a target', { action: 'terminate', target: 'billing' }, false],
+    ["a stop form's action", { action: 'deny' }, false],
+  ])('hold-answer-request: %s → zod and the JSON Schema agree', (_what, body, valid) => {
+    expect(agree('hold-answer-request', body)).toEqual({ zod: valid, json: valid });
+  });
+
+  it.each([
+    ['an accept', { decision: 'accept' }, true],
+    ["an accept repeating the token's name", { decision: 'accept', actor: 'olga', idempotency_key: 'k' }, true],
+    ['a rework with a note', { decision: 'rework', note: 'add tests' }, true],
+    ['a rework without one', { decision: 'rework' }, false],
+    ['a rework whose note is white space', { decision: 'rework', note: ' \t ' }, false],
+    ['a rework whose note is invisible characters alone', { decision: 'rework', note: '\u200b\u202e' }, false],
+    ['an actor name with a space', { decision: 'accept', actor: 'dana smith' }, false],
+  ])('handback-decision-request: %s → zod and the JSON Schema agree', (_what, body, valid) => {
+    expect(agree('handback-decision-request', body)).toEqual({ zod: valid, json: valid });
+  });
+
+  it.each([
+    ['abandon-handoff-request', 'a reason', { reason: 'duplicate', actor: 'olga' }, true],
+    ['abandon-handoff-request', 'no reason', {}, false],
+    ['abandon-handoff-request', 'an invisible reason', { reason: '\u200b' }, false],
+    ['project-pause-request', 'a reason, forced', { reason: 'incident 12', force: true, idempotency_key: 'k' }, true],
+    ['project-pause-request', 'an actor (the kill switch takes none from the body)', { reason: 'incident 12', actor: 'ada' }, false],
+    ['project-resume-request', 'nothing', {}, true],
+    ['project-resume-request', 'a force', { force: true }, false],
+    ['notice-redeliver-request', 'nothing', {}, true],
+    ['notice-redeliver-request', 'any field', { webhook: 'x' }, false],
+  ])('%s: %s → zod and the JSON Schema agree', (name, _what, body, valid) => {
+    expect(agree(name, body)).toEqual({ zod: valid, json: valid });
+  });
+});
+
 describe('mesh requests have published JSON Schemas that agree with zod (ajv, draft 2020-12)', () => {
   const start = { mesh_run_id: 'mr-1', project: 'acme', mesh: 'support-mesh' };
   it.each([

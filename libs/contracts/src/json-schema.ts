@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { AgentResultSchema } from './agent-result';
 import { ClaimWithdrawnSchema } from './claim-withdrawn';
+import { ResultRefusedSchema } from './result-refused';
 import { createEventRegistry } from './catalogue';
 import { EventEnvelopeSchema } from './envelope';
 import { EdgeRefusalReplySchema } from './edge';
@@ -14,12 +15,16 @@ import { MeshAnswerRequestSchema, MeshStartRequestSchema } from './mesh';
 import { ProjectDefinitionSchema } from './definition';
 import { PauseProjectRequestSchema, ProjectControlReplySchema, ResumeProjectRequestSchema } from './governance';
 import { PublishDefinitionReplySchema, RunAnswerRequestSchema, SessionMessageSchema, StartRunRequestSchema, StopRunRequestSchema } from './run-requests';
+import { ReturnedAnswerSchema } from './run';
+import { OperatorApiRequestSchemas } from './operator-api';
 
 /**
  * The wire contracts a producer in another language needs, by file name. `baton schemas` writes
  * them to docs/schemas; a test keeps the committed copies in step with the zod sources. A ledger
  * command (`ledger-<command>`, not its reply) is published as it goes on the wire: the command
  * plus the optional envelope fields `actor`, `actor_kind`, `actor_role` (`withIdentityClaims`).
+ * The operator HTTP API's POST bodies are published by the names of {@link OperatorApiRequestSchemas}
+ * (`operator-answer-request`, `hold-answer-request`…).
  */
 export function wireSchemas(): Record<string, z.ZodType> {
   const schemas: Record<string, z.ZodType> = {
@@ -38,7 +43,9 @@ export function wireSchemas(): Record<string, z.ZodType> {
     'mesh-start-request': MeshStartRequestSchema,
     'mesh-answer-request': MeshAnswerRequestSchema,
     'handoff-record': handoff.HandoffRecordSchema,
+    'returned-answer': ReturnedAnswerSchema,
     'claim-withdrawn': ClaimWithdrawnSchema,
+    'result-refused': ResultRefusedSchema,
     'edge-refusal-reply': EdgeRefusalReplySchema,
     'ledger-reply': LedgerReplySchema,
     'ledger-open-offers': withIdentityClaims(OpenOffersCommandSchema),
@@ -49,6 +56,8 @@ export function wireSchemas(): Record<string, z.ZodType> {
     'ledger-resume': withIdentityClaims(ResumeProjectRequestSchema),
     'ledger-project-control-reply': ProjectControlReplySchema,
   };
+  // The operator HTTP API's request bodies, as its controllers parse them (the OpenAPI document's too).
+  for (const [name, { schema }] of Object.entries(OperatorApiRequestSchemas)) schemas[name] = schema;
   const extra = handoff as unknown as Record<string, unknown>;
   for (const [name, value] of Object.entries(extra)) {
     const match = /^(.*)CommandSchema$/.exec(name);
@@ -68,7 +77,9 @@ export const READ_ONLY_WIRE_SCHEMAS: ReadonlySet<string> = new Set([
   'event',
   'event-envelope',
   'handoff-record',
+  'returned-answer',
   'claim-withdrawn',
+  'result-refused',
   'edge-refusal-reply',
   'stop-packet',
   'human-action-notice',
@@ -98,13 +109,20 @@ export function allowingUnlistedProperties<T>(json: T): T {
 /** JSON Schema (draft 2020-12) documents for every wire contract, keyed by file name. */
 export function generateJsonSchemas(): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const [name, schema] of Object.entries(wireSchemas()).sort(([a], [b]) => a.localeCompare(b))) {
-    const generated = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
-    const json = READ_ONLY_WIRE_SCHEMAS.has(name) ? allowingUnlistedProperties(generated) : generated;
-    out[name] = { $id: `https://baton.dev/schemas/${name}.json`, title: name, ...json };
-  }
+  for (const [name, schema] of Object.entries(wireSchemas()).sort(([a], [b]) => a.localeCompare(b))) out[name] = contractJsonSchema(name, schema);
   out[EVENT_SCHEMA_NAME] = eventJsonSchema();
   return out;
+}
+
+/**
+ * The JSON Schema of one wire contract (`schema`, published as `docs/schemas/<name>.json`): what
+ * {@link generateJsonSchemas} writes for it. The operator API's OpenAPI document takes its request
+ * bodies from here too, so a body's schema there is its published file (without `$schema`, `$id`).
+ */
+export function contractJsonSchema(name: string, schema: z.ZodType): Record<string, unknown> {
+  const generated = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+  const json = READ_ONLY_WIRE_SCHEMAS.has(name) ? allowingUnlistedProperties(generated) : generated;
+  return { $id: `https://baton.dev/schemas/${name}.json`, title: name, ...json };
 }
 
 /** The file name (without `.json`) of {@link eventJsonSchema}. */

@@ -4,6 +4,7 @@ import {
   describeAccess,
   isLedgerCommand,
   mayIssue,
+  onBehalfOfRefusal,
   resolveLedgerCaller,
   splitIdentityClaims,
   type LedgerCommandName,
@@ -131,11 +132,27 @@ describe('the caller comes from the subject; the body may only repeat it', () =>
     });
   });
 
-  it('op.admin is admin by its connection: the body may name the person (default admin), never another role or kind', () => {
-    expect(resolveLedgerCaller(admin, {})).toMatchObject({ ok: true, caller: { actor: 'admin', kind: 'operator', role: 'admin' } });
-    expect(resolveLedgerCaller(admin, { actor: 'sam', actor_role: 'admin' })).toMatchObject({ ok: true, caller: { actor: 'sam', role: 'admin' } });
+  it('op.admin is admin by its connection and the actor: the person the body names is on_behalf_of (a claim), never the actor; never another role or kind', () => {
+    expect(resolveLedgerCaller(admin, {})).toEqual({ ok: true, caller: { principal: admin, actor: 'admin', kind: 'operator', role: 'admin' } });
+    expect(resolveLedgerCaller(admin, { actor: 'sam', actor_role: 'admin' })).toEqual({
+      ok: true,
+      caller: { principal: admin, actor: 'admin', kind: 'operator', role: 'admin', on_behalf_of: 'sam' },
+    });
+    // Naming the connection itself claims nobody else.
+    expect(resolveLedgerCaller(admin, { actor: 'admin' })).toEqual({ ok: true, caller: { principal: admin, actor: 'admin', kind: 'operator', role: 'admin' } });
+    expect(resolveLedgerCaller(admin, { actor: 'has space' })).toMatchObject({ ok: false, code: 'schema_violation', path: 'actor' });
     expect(resolveLedgerCaller(admin, { actor_role: 'viewer' })).toMatchObject({ ok: false, code: 'identity_mismatch', path: 'actor_role' });
     expect(resolveLedgerCaller(admin, { actor_kind: 'watchdog' })).toMatchObject({ ok: false, code: 'identity_mismatch', path: 'actor_kind' });
+  });
+
+  it('a person op.admin names is kept only on pause and resume (on_behalf_of); on any other command it is refused identity_mismatch', () => {
+    const named = { on_behalf_of: 'sam' };
+    for (const command of COMMANDS) {
+      const refusal = onBehalfOfRefusal(command, named);
+      if (command === 'pause' || command === 'resume') expect({ command, refusal }).toEqual({ command, refusal: null });
+      else expect({ command, refusal }).toMatchObject({ command, refusal: { ok: false, code: 'identity_mismatch', path: 'actor' } });
+      expect(onBehalfOfRefusal(command, {})).toBeNull();
+    }
   });
 
   it('splitIdentityClaims takes the three claim keys out of the body and leaves the command', () => {

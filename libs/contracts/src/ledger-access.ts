@@ -18,7 +18,10 @@ import { OperatorRoleSchema, type OperatorRole, type Principal, type ServiceName
  * the caller's identity from the SUBJECT (`resolveLedgerCaller`) and checks the command against
  * {@link LedgerCommandAccess} before anything is decided. A body may still carry `actor`,
  * `actor_kind` and `actor_role`, but only as a claim that must agree with the subject's principal;
- * only the two operator relays (`op.notifier`, `op.admin`) name a person in the body.
+ * only the two operator relays (`op.notifier`, `op.admin`) name a person in the body. The notifier
+ * names the person it authenticated (an API token), who is then the actor; the admin connection is
+ * the actor itself (`admin`), and a person its body names is recorded beside it as a claim
+ * (`on_behalf_of`, on pause and resume only: {@link OnBehalfOfCommands}).
  *
  * Refusals (answered with `kind: 'forbidden'` and recorded as a dead letter):
  * - `identity_mismatch`: the body claims another actor, another actor kind or a role the subject's
@@ -189,8 +192,15 @@ export const ServiceActors: Readonly<Record<ServiceName, { actor: string; kind: 
   notifier: { actor: 'baton-notifier', kind: 'system' },
 };
 
-/** The actor `op.admin` acts as when its body names nobody. */
+/** The actor `op.admin` acts as, whoever its body names (that person is `on_behalf_of`). */
 export const ADMIN_ACTOR = 'admin';
+
+/**
+ * The commands on which `op.admin` may name the person it acts for: their events record that name
+ * as `on_behalf_of` beside the actor `admin`. Elsewhere (the handoff commands, whose events have no
+ * place for it) a named person is refused `identity_mismatch`: the trail would lose it.
+ */
+export const OnBehalfOfCommands: readonly LedgerCommandName[] = ['pause', 'resume'];
 
 /** Who issued a ledger command, as the ledger records it. `role` is set for operator relays only. */
 export interface LedgerCaller {
@@ -198,6 +208,12 @@ export interface LedgerCaller {
   actor: string;
   kind: HandoffActorKind;
   role?: OperatorRole;
+  /**
+   * `op.admin` only: the person its body named (`actor`, the CLI's `BATON_OPERATOR`). A claim the
+   * admin connection makes, not an identity: the actor stays `admin` (the principal that sent it),
+   * and this is recorded beside it as `on_behalf_of`.
+   */
+  on_behalf_of?: string;
 }
 
 /** What a body may claim about its sender. `undefined` = not claimed. */
@@ -220,7 +236,7 @@ export type CallerResolution =
  */
 export const LedgerIdentityClaimsShape = {
   actor: ActorNameSchema.optional().describe(
-    "Checked against the subject's principal: an agent or a service may only repeat its own actor name (agent.<a>: a; svc.router: baton-router...); op.notifier must name the operator it relays, op.admin may (default admin).",
+    "Checked against the subject's principal: an agent or a service may only repeat its own actor name (agent.<a>: a; svc.router: baton-router...); op.notifier must name the operator it relays (the actor); op.admin may name the person it acts for on pause and resume (the actor stays admin; the name is recorded as on_behalf_of, a claim).",
   ),
   actor_kind: HandoffActorKindSchema.optional().describe(
     "Checked against the subject's principal: agent for an agent, the service's kind for a service (system, or watchdog for the watchdog), operator for an operator relay.",
@@ -282,7 +298,8 @@ function fixedIdentity(principal: Principal, actor: string, kind: HandoffActorKi
  *   `baton-watchdog` kind `watchdog`...);
  * - `op.notifier` → actor = the body's `actor` (required), kind `operator`, role = the body's
  *   `actor_role` (required: viewer | operator | admin; the notifier relays the token's name and role);
- * - `op.admin` → actor = the body's `actor` or `admin`, kind `operator`, role `admin`.
+ * - `op.admin` → actor `admin`, kind `operator`, role `admin`; a person the body's `actor` names
+ *   (other than `admin`) is `on_behalf_of`, a claim recorded beside the actor, never as it.
  * An agent or service whose body names another actor, another kind or any role, and an operator
  * relay whose body claims a kind other than `operator` (or, for `op.admin`, a role other than
  * `admin`), is refused with `identity_mismatch`; a missing or malformed name or role the relay
@@ -304,10 +321,12 @@ export function resolveLedgerCaller(principal: Principal, claims: IdentityClaims
         if (claims.actor_role !== undefined && claims.actor_role !== 'admin') {
           return mismatch('actor_role', `the admin connection is admin; the body may not claim ${JSON.stringify(claims.actor_role)}`);
         }
-        if (claims.actor === undefined) return { ok: true, caller: { principal, actor: ADMIN_ACTOR, kind: 'operator', role: 'admin' } };
-        const actor = ActorNameSchema.safeParse(claims.actor);
-        if (!actor.success) return invalid('actor', 'actor must be an actor name (letters, digits and _ - . : @)');
-        return { ok: true, caller: { principal, actor: actor.data, kind: 'operator', role: 'admin' } };
+        // The admin connection is the actor: whom it names is what it says it acts for.
+        if (claims.actor === undefined || claims.actor === ADMIN_ACTOR)
+          return { ok: true, caller: { principal, actor: ADMIN_ACTOR, kind: 'operator', role: 'admin' } };
+        const named = ActorNameSchema.safeParse(claims.actor);
+        if (!named.success) return invalid('actor', 'actor must be an actor name (letters, digits and _ - . : @)');
+        return { ok: true, caller: { principal, actor: ADMIN_ACTOR, kind: 'operator', role: 'admin', on_behalf_of: named.data } };
       }
       const actor = ActorNameSchema.safeParse(claims.actor);
       if (!actor.success) return invalid('actor', 'the notifier names the operator it relays: actor is required (an actor name)');
@@ -339,6 +358,19 @@ export function mayIssue(command: LedgerCommandName, caller: Pick<LedgerCaller, 
       throw new Error(`unknown principal ${JSON.stringify(never)}`);
     }
   }
+}
+
+/**
+ * A person `op.admin` names is recorded only where the command's events have a place for it
+ * ({@link OnBehalfOfCommands}); anywhere else the claim would be dropped from the trail, so the
+ * request is refused `identity_mismatch` (path `actor`). Null when nothing is wrong.
+ */
+export function onBehalfOfRefusal(command: LedgerCommandName, caller: Pick<LedgerCaller, 'on_behalf_of'>): CallerResolution | null {
+  if (caller.on_behalf_of === undefined || OnBehalfOfCommands.includes(command)) return null;
+  return mismatch(
+    'actor',
+    `the admin connection sends ${command} as ${ADMIN_ACTOR}; it may name the person it acts for (${JSON.stringify(caller.on_behalf_of)}) only on ${OnBehalfOfCommands.join(' and ')}`,
+  );
 }
 
 /** A readable list of who may issue `command` (docs and refusal messages). */

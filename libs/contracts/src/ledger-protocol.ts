@@ -87,7 +87,19 @@ export const LedgerErrorSchema = z.object({
   code: z.string().min(1),
   kind: LedgerErrorKindSchema,
   message: z.string(),
-  details: z.record(z.string(), z.unknown()).optional(),
+  /**
+   * What the refusal is about, by code (docs/errors.md, section 2). A refusal for the handoff's
+   * state (`wrong_state`: `handoff_not_claimed`, `handoff_not_pending`, `handoff_not_open`…) names
+   * its `status`, and — once it has ended or was returned for review — how, in `ended`
+   * (`HandoffEndings`: `deadline_passed`, `handoff_abandoned`…; absent while it is open). Read as
+   * data: a newer ledger may add keys and `ended` values.
+   */
+  details: z
+    .record(z.string(), z.unknown())
+    .optional()
+    .describe(
+      'what the refusal is about, by code (docs/errors.md section 2): a refusal for the handoff state names its `status` and, once the handoff ended or was returned, how in `ended` (deadline_passed, handoff_escalated, handoff_failed, handoff_abandoned, handoff_released, handoff_completed, handoff_returned, handoff_archived; more may come)',
+    ),
 });
 export type LedgerError = z.infer<typeof LedgerErrorSchema>;
 

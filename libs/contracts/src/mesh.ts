@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { EvidenceSchema, HandoffToolCallSchema, PendingToolCallSchema } from './agent-result';
 import { AgentNameSchema, IdSchema, MeshNameSchema, IsoTimeSchema, Limits, namedRecord, ProjectIdSchema, RecordKeySchema, ShortTextSchema } from './common';
 import { ownValue } from './own';
+import { ActorNameSchema } from './handoff';
 import { DomainEventOf } from './envelope';
 import { HumanActionNoticeSchema, NoticeRecipientSchema, PersonHandleSchema } from './notice';
 import { OperatorAnswerSchema, ResumeEffectSchema, StopPacketSchema } from './stop-packet';
@@ -343,6 +344,8 @@ export const MeshStoppedSchema = z.strictObject({
   /** The handoff the cap refused (absent when the agent's turn stopped the mesh itself). */
   refused: z.strictObject({ from: AgentNameSchema, to: AgentNameSchema, tool: z.string().min(1).max(200), handover: MeshHandoverSchema.optional() }).optional(),
   stopped_at: IsoTimeSchema,
+  /** The person the admin connection said it stopped the mesh for: a claim beside the actor `admin` (as on `run.stopped`). */
+  on_behalf_of: ActorNameSchema.optional(),
 });
 
 /** A turn the mesh refused (not the current speaker, a stale handoff, the mesh already ended). */

@@ -6,6 +6,7 @@ import { RunAnswerSchema, VariablesSchema } from './run';
 import { StopWhySchema } from './stop-packet';
 import { LoopGuardCauseSchema } from './governance';
 import { StopCapSchema } from './agent-result';
+import { ActorNameSchema } from './handoff';
 
 /**
  * What callers send to the router (the CLI, the notifier's operator API, demos). These are inputs,
@@ -136,7 +137,8 @@ export type HandoffEscalatedCause = z.infer<typeof HandoffEscalatedCauseSchema>;
  * with JetStream into the inbox on `<prefix>.in.<project>.stop` with `Nats-Msg-Id` = `stop:<project>:<packet_id>`.
  * `packet_id` is deterministic (derived from the causing event) and becomes the stop packet's id,
  * so the run decider's `stop` (idempotent on `packet_id`) stops the run once however often the
- * request is delivered. The router fills the run's own facts (agent, step) from its state. A
+ * request is delivered. The router fills the run's own facts (agent, step) from its state — but a
+ * circuit's stop names the agent of its `cause.agent`, whose circuit opened, as the packet's agent. A
  * `budget` stop may name the cap it hit (`cap`; the watchdog's hop budget is `hops`): the packet
  * carries it, so the operator's raise_cap form shows it and a cap that does not exceed it is
  * refused (`cap_not_raised`); `cap` belongs to budget stops only. A `packet_id` starting `stop-` is
@@ -157,8 +159,14 @@ export const StopRunRequestSchema = z
     tried: z.array(z.string().min(1).max(200)).max(Limits.maxListItems).default([]),
     /** The budget a `budget` stop hit: `name`, `limit`, `used?` (the watchdog's hop budget: `hops`). */
     cap: StopCapSchema.optional(),
-    /** The service or person asking (e.g. `baton-watchdog`). */
-    requested_by: z.string().min(1).max(Limits.maxIdLength),
+    /**
+     * Who asks: `baton-watchdog` (the watchdog's stops), or the person the admin connection acts
+     * for. A claim: the router records the sender — the watchdog when this names it, else `admin` —
+     * as the actor, never this name, which it keeps beside it as `on_behalf_of` on `run.stopped` /
+     * `mesh.stopped` (docs/identity.md). An actor name (letters, digits and
+     * `_ - . : @`, at most 128).
+     */
+    requested_by: ActorNameSchema,
     /** What caused the request: for the watchdog, the escalated handoff and the escalation event. */
     cause: z
       .discriminatedUnion('kind', [

@@ -6,6 +6,7 @@ import { HumanActionNoticeSchema, PersonHandleSchema } from './notice';
 import { AgentRunConfigSchema, DispatchStatusSchema } from './sentinel-schema';
 import { OperatorAnswerSchema, ResumeEffectSchema, StopPacketSchema } from './stop-packet';
 import { PendingToolCallSchema } from './agent-result';
+import { ActorNameSchema } from './handoff';
 
 /**
  * The workflow-run aggregate's contracts: one aggregate per workflow run, written only by the
@@ -278,6 +279,45 @@ export const RunResultRecordedSchema = z.strictObject({
   recorded_at: IsoTimeSchema,
 });
 
+/** Evidence of a callee larger than this (as JSON) is left out of its caller's `context.returned`. */
+export const MAX_RETURNED_EVIDENCE_CHARS = Limits.maxPostedBodyChars;
+
+/**
+ * The callee's answer, as the handoff the router creates for its caller carries it
+ * (`context.returned`, docs/returnable-handoffs.md "The caller reads the callee's answer"): when
+ * control comes back to the caller after the callee's result — a call's return address (rule
+ * `callback`), the no-action default returning to the caller (`no_action_default`), a returnable
+ * child's return replayed to its waiting parent (`message` caused by the child's result), or the
+ * parent's first turn after a return that left it waiting for the customer (`message` caused by
+ * the customer's message: ON_RETURN `continue`…) — the caller re-enters with the report (seed 000
+ * §5) and decides. Taken from the callee's
+ * `run.result_recorded`: `body` is its posted body without the decision's sentinel (null when the
+ * callee wrote no text), cut as the run cuts it (`Limits.maxPostedBodyChars`, the cut marked in
+ * the text) with `body_truncated` saying so; its `evidence` when that is at most
+ * {@link MAX_RETURNED_EVIDENCE_CHARS} characters as JSON, else `evidence_omitted` says how large it
+ * was. Baton writes it and a client reads it: a newer Baton may add optional fields.
+ */
+export const ReturnedAnswerSchema = z.strictObject({
+  /** The callee: the agent whose result this is. */
+  from_agent: AgentNameSchema,
+  /** The step the callee ran under. */
+  step: StepIdSchema,
+  /** The callee's result (`run.result_recorded.result_id`; the route's `cause.id` when the route is the return itself). */
+  result_id: IdSchema,
+  /** What the callee said: its body, without the decision's sentinel; null when it wrote no text. */
+  body: z
+    .string()
+    .max(Limits.maxPostedBodyChars + 4096)
+    .nullable(),
+  /** True when `body` was cut to `Limits.maxPostedBodyChars` characters (the cut is marked at its end). */
+  body_truncated: z.boolean(),
+  /** The callee's evidence (tests run, artifacts, work product), when it sent some that fits. */
+  evidence: EvidenceSchema.optional(),
+  /** Set instead of `evidence` when the callee's evidence was too large to carry: its size. */
+  evidence_omitted: ShortTextSchema.optional(),
+});
+export type ReturnedAnswer = z.infer<typeof ReturnedAnswerSchema>;
+
 /**
  * "Dispatch this agent next." `handoff_id` is derived deterministically from the cause id, so the
  * router's request to the ledger is idempotent across redeliveries.
@@ -356,6 +396,12 @@ export const RunStoppedSchema = z.strictObject({
    * stored before it was recorded.
    */
   escalation: StopEscalationSchema.optional(),
+  /**
+   * The person the admin connection said it stopped the run for (the stop request's `requested_by`,
+   * other than `admin`): a claim recorded beside the actor, which is `admin` — never as it. Absent on
+   * other stops, and on stops stored before it was recorded (their actor is the name the request gave).
+   */
+  on_behalf_of: ActorNameSchema.optional(),
 });
 
 export const RunResumedSchema = z.strictObject({

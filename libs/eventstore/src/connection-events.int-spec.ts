@@ -1,13 +1,12 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { connect as netConnect, createServer } from 'node:net';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { waitFor } from '@baton/wait';
 import { connectNats, type NatsHandle } from './connection';
 import { connectionEvents, onConnectionEvent, serverErrorAbout, type ConnectionEvent } from './connection-events';
 import { ConnectionClosed } from './errors';
+import { startNatsServer, type PrivateNatsServer } from './int/servers';
 
 /*
  * A connection's events against a nats-server of this spec's own, on a free port (never the shared
@@ -15,52 +14,6 @@ import { ConnectionClosed } from './errors';
  * dropped, reconnecting, back, reconnects exhausted, the server's errors in its words. Several
  * consumers each read every event; a listener that throws breaks nothing.
  */
-
-/** A free loopback port below the kernel's ephemeral range (one a client socket cannot take while the server is down). */
-async function freePort(): Promise<number> {
-  const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const port = 10_000 + Math.floor(Math.random() * Math.max(1_000, low - 10_000));
-    const server = createServer();
-    const ok = await new Promise<boolean>((resolve) => {
-      server.once('listening', () => resolve(true));
-      server.once('error', () => resolve(false));
-      server.listen(port, '127.0.0.1');
-    });
-    if (ok) {
-      server.close();
-      await once(server, 'close');
-      return port;
-    }
-  }
-  throw new Error('no free port');
-}
-
-async function listening(port: number): Promise<void> {
-  await waitFor(
-    () =>
-      new Promise<boolean>((resolve) => {
-        const socket = netConnect({ host: '127.0.0.1', port });
-        socket.once('connect', () => (socket.destroy(), resolve(true)));
-        socket.once('error', () => resolve(false));
-      }),
-    `nats-server listening on ${port}`,
-    { everyMs: 25 },
-  );
-}
-
-async function startServer(port: number, config?: string): Promise<ChildProcess> {
-  const child = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), ...(config !== undefined ? ['-c', config] : [])], { stdio: 'ignore' });
-  await listening(port);
-  return child;
-}
-
-async function stopServer(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = once(child, 'exit');
-  child.kill(signal);
-  await exited;
-}
 
 /** Read every event of an iterator into an array until it ends; resolves then. */
 function collect(events: AsyncIterable<ConnectionEvent>): { seen: ConnectionEvent[]; ended: Promise<void> } {
@@ -72,18 +25,16 @@ function collect(events: AsyncIterable<ConnectionEvent>): { seen: ConnectionEven
 }
 
 describe('connectionEvents / onConnectionEvent: a connection dropped, reconnecting and back (a nats-server of its own, stopped and started again)', () => {
-  let port: number;
-  let server: ChildProcess;
+  let server: PrivateNatsServer;
   let handle: NatsHandle;
 
   beforeAll(async () => {
-    port = await freePort();
-    server = await startServer(port);
-    handle = await connectNats({ servers: `nats://127.0.0.1:${port}`, checkJetStream: false });
+    server = await startNatsServer();
+    handle = await connectNats({ servers: server.url, checkJetStream: false });
   });
   afterAll(async () => {
     await handle?.close();
-    await stopServer(server, 'SIGKILL');
+    await server?.remove();
   });
 
   it('every consumer reads disconnected, reconnecting (attempt, downMs) and reconnected (downMs, attempts); a throwing listener breaks nothing', async () => {
@@ -103,15 +54,15 @@ describe('connectionEvents / onConnectionEvent: a connection dropped, reconnecti
     });
     onConnectionEvent(handle, (event) => void heard.push(event));
 
-    const server_ = `127.0.0.1:${port}`;
-    await stopServer(server);
+    const server_ = `127.0.0.1:${server.port}`;
+    await server.stop();
     await waitFor(() => heard.filter((event) => event.kind === 'reconnecting').length >= 2, 'two reconnect attempts', { timeoutMs: 15_000 });
     expect(heard[0]).toEqual({ kind: 'disconnected', server: server_, at: expect.any(Number) });
     expect(heard[1]).toEqual({ kind: 'reconnecting', server: server_, attempt: 1, downMs: expect.any(Number), at: expect.any(Number) });
     expect(heard[2]).toMatchObject({ kind: 'reconnecting', attempt: 2 });
     expect((heard[2] as { downMs: number }).downMs).toBeGreaterThanOrEqual(1_000);
 
-    server = await startServer(port);
+    await server.start();
     await waitFor(() => heard.some((event) => event.kind === 'reconnected'), 'the reconnected event', { timeoutMs: 15_000 });
     const back = heard.find((event) => event.kind === 'reconnected')!;
     expect(back).toEqual({ kind: 'reconnected', server: server_, downMs: expect.any(Number), attempts: expect.any(Number), at: expect.any(Number) });
@@ -149,27 +100,25 @@ describe('connectionEvents / onConnectionEvent: a connection dropped, reconnecti
 });
 
 describe('connectionEvents: reconnects exhausted (maxReconnectAttempts), break and abort', () => {
-  let port: number;
-  let server: ChildProcess;
+  let server: PrivateNatsServer;
   let handle: NatsHandle;
 
   beforeAll(async () => {
-    port = await freePort();
-    server = await startServer(port);
+    server = await startNatsServer();
   });
   afterAll(async () => {
     await handle?.close();
-    await stopServer(server, 'SIGKILL');
+    await server?.remove();
   });
 
   it('maxReconnectAttempts outside -1 or a whole number from 1: RangeError before connecting', async () => {
     for (const maxReconnectAttempts of [0, -2, 1.5, Number.NaN]) {
-      await expect(connectNats({ servers: `nats://127.0.0.1:${port}`, checkJetStream: false, maxReconnectAttempts })).rejects.toThrow(RangeError);
+      await expect(connectNats({ servers: server.url, checkJetStream: false, maxReconnectAttempts })).rejects.toThrow(RangeError);
     }
   });
 
   it('past its attempts the client gives up: closed carries the typed ConnectionClosed (reconnects_exhausted), the same as handle.closed, and the iteration ends', async () => {
-    handle = await connectNats({ servers: `nats://127.0.0.1:${port}`, checkJetStream: false, maxReconnectAttempts: 2 });
+    handle = await connectNats({ servers: server.url, checkJetStream: false, maxReconnectAttempts: 2 });
     const all = collect(connectionEvents(handle));
     // A consumer that breaks after the first event, and one whose signal aborts: both end, unsubscribed.
     const broke: ConnectionEvent[] = [];
@@ -185,7 +134,7 @@ describe('connectionEvents: reconnects exhausted (maxReconnectAttempts), break a
     await aborted.ended;
     expect(aborted.seen).toEqual([]);
 
-    await stopServer(server);
+    await server.stop();
     await all.ended;
     await breaking;
     expect(all.seen.map((event) => event.kind)).toEqual(['disconnected', 'reconnecting', 'reconnecting', 'closed']);
@@ -201,24 +150,23 @@ describe('connectionEvents: reconnects exhausted (maxReconnectAttempts), break a
 
 describe('connectionEvents: the server’s errors in its words (a nats-server with permissions)', () => {
   let dir: string;
-  let server: ChildProcess;
+  let server: PrivateNatsServer | undefined;
   let handle: NatsHandle;
 
   // Made in beforeAll, not when the file loads: a run that filters this block out leaves no dir.
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'baton-connection-events-'));
-    const port = await freePort();
     const config = join(dir, 'server.conf');
     writeFileSync(
       config,
       'authorization { users = [ { user: svc, password: pw, permissions: { publish: { allow: ["ok.>"] }, subscribe: { allow: ["_INBOX.>"] } } } ] }\n',
     );
-    server = await startServer(port, config);
-    handle = await connectNats({ servers: `nats://127.0.0.1:${port}`, user: 'svc', pass: 'pw', checkJetStream: false, reconnect: false });
+    server = await startNatsServer({ config });
+    handle = await connectNats({ servers: server.url, user: 'svc', pass: 'pw', checkJetStream: false, reconnect: false });
   });
   afterAll(async () => {
     await handle?.close();
-    if (server) await stopServer(server, 'SIGKILL');
+    await server?.remove();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
@@ -248,22 +196,21 @@ describe('connectionEvents: the server’s errors in its words (a nats-server wi
 
 describe('a reconnect dial that never completes gives way after the reconnect dial bound, not the first connection’s', () => {
   it('the node accepts the socket and never speaks (a node mid-reload): the client dials again and is back within seconds', async () => {
-    const port = await freePort();
-    let server = await startServer(port);
+    const server = await startNatsServer();
     // The first connection keeps its long bound; a reconnect dial is bounded shorter.
-    const handle = await connectNats({ servers: `nats://127.0.0.1:${port}`, checkJetStream: false, connectTimeoutMs: 20_000, reconnectDialTimeoutMs: 1_500 });
+    const handle = await connectNats({ servers: server.url, checkJetStream: false, connectTimeoutMs: 20_000, reconnectDialTimeoutMs: 1_500 });
     const heard: ConnectionEvent[] = [];
     onConnectionEvent(handle, (event) => void heard.push(event));
     const held: import('node:net').Socket[] = [];
     try {
-      await stopServer(server);
+      await server.stop();
       // A listener that takes the client's reconnect and says nothing, then makes way for the server.
       const silent = createServer((socket) => void held.push(socket));
-      await new Promise<void>((resolve) => silent.listen(port, '127.0.0.1', resolve));
+      await new Promise<void>((resolve) => silent.listen(server.port, '127.0.0.1', resolve));
       await waitFor(() => held.length > 0, 'the client dialing the silent node', { timeoutMs: 10_000 });
       // Stop listening; the accepted socket stays open (close's callback waits for it: not awaited).
       silent.close();
-      server = await startServer(port);
+      await server.start();
       await waitFor(() => heard.some((event) => event.kind === 'reconnected'), 'reconnected', { timeoutMs: 30_000 });
       const back = heard.find((event) => event.kind === 'reconnected');
       // The silent dial was given up after 1.5 s (not 20 s), the next one reached the server.
@@ -272,7 +219,7 @@ describe('a reconnect dial that never completes gives way after the reconnect di
     } finally {
       for (const socket of held) socket.destroy();
       await handle.close();
-      await stopServer(server, 'SIGKILL');
+      await server.remove();
     }
   }, 60_000);
 });

@@ -2,6 +2,30 @@ import type { NatsConnection } from 'nats';
 import type { NatsHandle } from './connection';
 import { ConnectionClosed } from './errors';
 
+/** When each connection last heard from its server (ms since the epoch), kept by `connectNats` (connection.ts). */
+const serverContact = new WeakMap<NatsConnection, { at: number }>();
+
+/** The record of `connection`'s last contact with its server that `connectNats` keeps up to date (made, set to now, on first ask). */
+export function serverContactOf(connection: NatsConnection): { at: number } {
+  let contact = serverContact.get(connection);
+  if (contact === undefined) {
+    contact = { at: Date.now() };
+    serverContact.set(connection, contact);
+  }
+  return contact;
+}
+
+/**
+ * When `connection` last received anything from its server — a message, an ack, a PONG, an `+OK`,
+ * an INFO — ms since the epoch; undefined for a connection `connectNats` did not open. A server
+ * that stops answering without closing the socket (frozen, a dead peer) is noticed only after the
+ * client's unanswered pings (20–30 s for a service): how long NATS was gone counts from here, not
+ * from that notice.
+ */
+export function lastHeardFrom(connection: NatsConnection): number | undefined {
+  return serverContact.get(connection)?.at;
+}
+
 /*
  * What happens to a NATS connection, told once for every consumer: the client's status iterator
  * read by one hub per connection and turned into typed events (dropped, reconnecting, back, the
@@ -75,7 +99,10 @@ export interface ConnectionReconnecting {
   readonly server: string;
   /** This attempt's number since the drop: 1, 2, … */
   readonly attempt: number;
-  /** How long the connection has been down, ms. */
+  /**
+   * How long the connection has been down, ms: since the client last heard from its server
+   * (`lastHeardFrom`; a frozen server is noticed only after unanswered pings), else since the drop.
+   */
   readonly downMs: number;
   readonly at: number;
 }
@@ -84,7 +111,7 @@ export interface ConnectionReconnecting {
 export interface ConnectionReconnected {
   readonly kind: 'reconnected';
   readonly server: string;
-  /** How long it was down, ms. */
+  /** How long it was down, ms: from when the client last heard from its server (as `reconnecting`'s). */
   readonly downMs: number;
   /** The attempts it took. */
   readonly attempts: number;
@@ -240,7 +267,8 @@ class ConnectionEventHub {
       case 'disconnect': {
         // A dial that fails after its socket opened may report the drop again: one outage, one event.
         if (this.downSince !== null) return;
-        this.downSince = at;
+        // Counted from the server's last word: a server that froze is noticed only after its pings go unanswered.
+        this.downSince = Math.min(at, lastHeardFrom(connection) ?? at);
         this.attempts = 0;
         this.emit({ kind: 'disconnected', server: String(status.data), at });
         return;

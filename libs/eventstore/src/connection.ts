@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { connect, credsAuthenticator, headers as natsHeaders, type JetStreamClient, type JetStreamManager, type MsgHdrs, type NatsConnection } from 'nats';
 import { inboxParts } from '@baton/contracts';
 import { decodeJwtClaims, jwtOfCreds } from './auth/jwt';
-import { hasNatsCode, natsRefusedCredentials, onConnectionEvent } from './connection-events';
+import { hasNatsCode, natsRefusedCredentials, onConnectionEvent, serverContactOf } from './connection-events';
 import { ConnectionClosed, CredentialsRefused, PermissionDenied, type ConnectionCloseReason } from './errors';
 import { skipSettledCancelErrors } from './settled-requests';
 import { patternWithin } from './subject-patterns';
@@ -91,7 +91,7 @@ export interface NatsHandle {
 }
 
 // The server's errors, read from the client's status events (kept with the connection events; named here as before).
-export { hasNatsCode, natsRefusedCredentials, serverSaid, type ServerErrorStatus } from './connection-events';
+export { hasNatsCode, lastHeardFrom, natsRefusedCredentials, serverSaid, type ServerErrorStatus } from './connection-events';
 
 export const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
 export const DEFAULT_CONNECT_TIMEOUT_MS = 20_000;
@@ -178,11 +178,41 @@ export function credsFileReader(file: string, initial: Uint8Array): () => Uint8A
   };
 }
 
-/** What the server said about the credentials before the client gave up: revoked, or expired. */
+/** A user a credentials file names: its public key (the JWT's `sub`) and when its JWT expires (`exp`, seconds; null: never). */
+interface CredentialsUser {
+  user: string;
+  expiresAt: number | null;
+}
+
+/** The user of credentials as the client presents them, or null when they cannot be read as a user JWT. */
+function userOfCreds(bytes: Uint8Array): CredentialsUser | null {
+  try {
+    const claims = decodeJwtClaims(jwtOfCreds(new TextDecoder().decode(bytes)));
+    const user = claims['sub'];
+    const exp = claims['exp'];
+    return typeof user === 'string' ? { user, expiresAt: typeof exp === 'number' ? exp : null } : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * What the connection knows about its credentials when the client gives up: what the server said
+ * about them before (revoked, or expired: an -ERR on the open connection), the user it presented
+ * last, and every user a server accepted on this connection. The server's words reach only a
+ * connection open where the revocation is applied; every later connect, on any server that applied
+ * it, is refused with the same "Authorization Violation" as unknown credentials. So a user refused
+ * after a server accepted it on this connection was revoked, whether or not a server said so (on a
+ * cluster revoked node by node, whether it did depends on which node each reconnect lands on).
+ */
 interface CredentialsNews {
   revoked: boolean;
   expired: boolean;
   said: string | null;
+  /** The user the connection presented at its last (re)connect attempt; null without a credentials file. */
+  presented: CredentialsUser | null;
+  /** The users a server accepted on this connection (its first connect and each reconnect). */
+  accepted: Set<string>;
 }
 
 /** The typed form of the error the NATS client closed a connection with, or undefined for a close on purpose. */
@@ -192,17 +222,26 @@ function closedBy(error: Error | void, news: CredentialsNews, credsFile: string 
   const natsCode = typeof code === 'string' ? code : null;
   const text = `${error.message} ${news.said ?? ''}`;
   const file = credsFile !== null ? `the credentials file ${credsFile}` : 'its credentials';
+  const refused = natsRefusedCredentials(error);
+  const presented = news.presented;
+  // Refused with a user JWT past its `exp`: expired, which the server's refusal does not say.
+  const lapsed = refused && presented !== null && presented.expiresAt !== null && presented.expiresAt <= Date.now() / 1000;
+  // Refused the very user a server accepted on this connection: the deployment stopped accepting it.
+  const cutOff = refused && !lapsed && presented !== null && news.accepted.has(presented.user);
   let reason: ConnectionCloseReason;
   let why: string;
   if (news.revoked || /revoked/i.test(error.message)) {
     reason = 'credentials_revoked';
     why = `the server revoked ${file} (${news.said ?? error.message}) and it holds no credentials the server accepts: issue new ones (baton creds … --rotate writes them to the same path) and restart the process`;
-  } else if (hasNatsCode(error, 'AUTHENTICATION_EXPIRED') || hasNatsCode(error, 'ACCOUNT_EXPIRED') || news.expired || /expired/i.test(text)) {
+  } else if (cutOff) {
+    reason = 'credentials_revoked';
+    why = `the server no longer accepts ${file} (user ${presented.user}), which it accepted on this connection before: revoked (${error.message}: a server that applied the revocation before this connection reached it refuses it without saying why) and the file holds no credentials the server accepts: issue new ones (baton creds … --rotate writes them to the same path) and restart the process`;
+  } else if (lapsed || hasNatsCode(error, 'AUTHENTICATION_EXPIRED') || hasNatsCode(error, 'ACCOUNT_EXPIRED') || news.expired || /expired/i.test(text)) {
     reason = 'credentials_expired';
     why = `${file} expired (${error.message}): issue new ones (baton creds) and restart the process`;
-  } else if (natsRefusedCredentials(error)) {
+  } else if (refused) {
     reason = 'credentials_refused';
-    why = `the server refused ${file} on reconnect (${error.message}): unknown to it, revoked, or another deployment's`;
+    why = `the server refused ${file} on reconnect (${error.message}), credentials no server accepted on this connection: unknown to it, or another deployment's`;
   } else if (
     natsCode === 'CONNECTION_REFUSED' ||
     natsCode === 'TIMEOUT' ||
@@ -218,6 +257,69 @@ function closedBy(error: Error | void, news: CredentialsNews, credsFile: string 
   return new ConnectionClosed(reason, natsCode, credsFile, `the NATS client closed the connection and will not reconnect: ${why}`, { cause: error });
 }
 
+/** The NATS client's protocol handler, as far as {@link watchServerContact} and {@link dropAbandonedDials} reach into it (nats.js 2.x). */
+interface ProtocolInternals {
+  push?: (op: unknown) => void;
+  prepare?: () => unknown;
+  transport?: AbandonableTransport;
+}
+
+/** A dial's transport (nats.js 2.x `NodeTransport`): `connected` once it read the server's INFO; `done` once closed. */
+interface AbandonableTransport {
+  connected?: boolean;
+  done?: boolean;
+  socket?: { destroy(): void };
+}
+
+/**
+ * Note the time of every protocol operation the client parses from its server (nats.js hands each one
+ * to its protocol handler's `push`, whichever socket it came on): one `Date.now()` per operation.
+ * Nothing when the client has no such handler.
+ */
+function watchServerContact(connection: NatsConnection): void {
+  const protocol = (connection as unknown as { protocol?: ProtocolInternals }).protocol;
+  if (protocol === undefined || typeof protocol.push !== 'function') return;
+  const contact = serverContactOf(connection);
+  const push = protocol.push.bind(protocol);
+  protocol.push = (op: unknown) => {
+    contact.at = Date.now();
+    push(op);
+  };
+}
+
+/**
+ * Close the socket of a reconnect dial the client gave up on, and keep it from ever speaking for the
+ * connection. nats.js 2.x bounds a dial (`timeout`) but leaves its socket open when the bound passes
+ * before the server's INFO came: a frozen nats-server's kernel completes the TCP handshake of every
+ * dial while the process answers none. When the server comes back it sends INFO on each of those
+ * sockets, the abandoned dial completes behind the client's back, never sends CONNECT, and the
+ * server closes it after its authentication timeout (`authorization { timeout }`: 10 s in Baton's
+ * server configuration) — and the client reads that close as the loss of its live connection: every
+ * service dropped and reconnected again about 10 s after a freeze ended. So when the client prepares
+ * its next dial, the previous transport, if it is not closed (a lost connection's is, by then), is a
+ * dial given up on: it is marked closed (its close is never told) and its socket destroyed. Nothing
+ * when the client has no such handler.
+ */
+function dropAbandonedDials(connection: NatsConnection): void {
+  const protocol = (connection as unknown as { protocol?: ProtocolInternals }).protocol;
+  if (protocol === undefined || typeof protocol.prepare !== 'function') return;
+  const prepare = protocol.prepare.bind(protocol);
+  protocol.prepare = () => {
+    const previous = protocol.transport;
+    // The transport of a connection that was lost is closed (`done`) before the client dials again; one
+    // still open is a dial given up on: still waiting for INFO, or connected after the client gave up on it.
+    if (previous !== undefined && previous.done !== true) {
+      previous.done = true;
+      try {
+        previous.socket?.destroy();
+      } catch {
+        // already gone
+      }
+    }
+    return prepare();
+  };
+}
+
 /**
  * Connect to NATS and open JetStream. Fails (rejects) if the server is unreachable on the first
  * attempt or JetStream is not enabled on it; afterwards the client reconnects on its own.
@@ -229,6 +331,7 @@ export async function connectNats(opts: NatsConnectOptions = {}): Promise<NatsHa
     throw new RangeError(`maxReconnectAttempts must be -1 (without limit) or a whole number from 1 (got ${String(attempts)})`);
   }
   const timeout = opts.timeoutMs ?? 5000;
+  const news: CredentialsNews = { revoked: false, expired: false, said: null, presented: null, accepted: new Set() };
   let authenticator: ReturnType<typeof credsAuthenticator> | undefined;
   if (opts.credsFile !== undefined) {
     const file = opts.credsFile;
@@ -241,7 +344,13 @@ export async function connectNats(opts: NatsConnectOptions = {}): Promise<NatsHa
       });
     }
     if (opts.inboxPrefix !== undefined) checkInboxAllowed(creds, opts.inboxPrefix);
-    authenticator = credsAuthenticator(credsFileReader(file, creds));
+    const read = credsFileReader(file, creds);
+    // Which user each (re)connect presents: a refusal of one a server accepted before is a revocation (closedBy).
+    authenticator = credsAuthenticator(() => {
+      const presented = read();
+      news.presented = userOfCreds(presented);
+      return presented;
+    });
   }
   const connection = await connect({
     servers,
@@ -264,22 +373,30 @@ export async function connectNats(opts: NatsConnectOptions = {}): Promise<NatsHa
   // which the error the client finally closes with ("Authorization Violation" on a reconnect) no
   // longer tells. The status only carries the client's code (NATS_PROTOCOL_ERR for "User
   // Authentication Revoked"); the server's text is the protocol's last error, read when there is
-  // one (an internal field of nats.js 2.x: without it the close is credentials_refused). A
-  // reconnect that succeeds forgets it. Read from the connection's events, which are read from
-  // now on: an outage that begins before anyone listens is still known to a listener that comes later.
+  // one (an internal field of nats.js 2.x). A reconnect that succeeds forgets it; a refusal of a
+  // user a server accepted on this connection is a revocation all the same (closedBy), so the
+  // close's reason does not depend on whether this connection heard the server's words. Read from
+  // the connection's events, which are read from now on: an outage that begins before anyone
+  // listens is still known to a listener that comes later.
   // From now on every dial is a reconnect's: the client reads its dial bound from the options it
   // was given (nats.js 2.x keeps that object: `timeout` bounds each dial, and nothing else).
   const dialTimeout = Math.min(opts.reconnectDialTimeoutMs ?? DEFAULT_RECONNECT_DIAL_TIMEOUT_MS, opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS);
   const options = (connection as unknown as { options?: { timeout?: number } }).options;
   if (options !== undefined) options.timeout = dialTimeout;
-  const news: CredentialsNews = { revoked: false, expired: false, said: null };
+  // The user the first connect presented was accepted (each reconnect's is, once `reconnected` says so).
+  if (news.presented !== null) news.accepted.add(news.presented.user);
   const closed = connection.closed().then((error) => closedBy(error, news, opts.credsFile ?? null));
   onConnectionEvent({ connection, closed }, (event) => {
     if (event.kind === 'server_error') {
       if (/revoked/i.test(event.said)) Object.assign(news, { revoked: true, said: event.said });
       else if (/expired/i.test(event.said)) Object.assign(news, { expired: true, said: event.said });
-    } else if (event.kind === 'reconnected') Object.assign(news, { revoked: false, expired: false, said: null });
+    } else if (event.kind === 'reconnected') {
+      Object.assign(news, { revoked: false, expired: false, said: null });
+      if (news.presented !== null) news.accepted.add(news.presented.user);
+    }
   });
+  watchServerContact(connection);
+  dropAbandonedDials(connection);
   if (opts.coalesceWrites ?? true) coalesceWrites(connection);
   skipSettledCancelErrors();
   let jsm: JetStreamManager;

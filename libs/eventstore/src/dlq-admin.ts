@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { IdSchema, ProjectIdSchema, SubjectTable, foreignMsgId } from '@baton/contracts';
+import { IdSchema, ProjectIdSchema, SubjectTable, foreignMsgId, projectOfSubject } from '@baton/contracts';
 import { headers as natsHeaders, type JetStreamClient, type JetStreamManager } from 'nats';
 import { DEAD_LETTER_REFS_MAX_BYTES, DlqHeader, deadLetterRefs, type DeadLetterRefs } from './dead-letter';
 import { DlqSources, readableDlqSource, sameDlqSource } from './dlq-sources';
@@ -100,6 +100,12 @@ export interface DeadLetterRecord {
   sourceName: string;
   /** Where the original was published (the redrive target). */
   subject: string;
+  /**
+   * The project of the original subject ({@link letterProject}: `<prefix>.in.<project>.…`,
+   * `.ev.<project>.…`, `.cmd.<service>.<project>.…`, `.edge.<project>.…`): what `--project`
+   * matches; undefined for a subject that names none.
+   */
+  project?: string;
   /** Stream and sequence of the original (`core` for a core NATS request). */
   originalStream?: string;
   originalSeq?: number;
@@ -127,6 +133,26 @@ export interface DeadLetterRecord {
    */
   notice?: DeadLetterNotice;
 }
+
+/**
+ * The project of a dead letter's original subject, as {@link deadLetterRefs} reads it: the one
+ * function the `--project` filter and the letter's `project` (list, show, `--json`) both use.
+ */
+export function letterProject(prefix: string, subject: string): string | undefined {
+  return projectOfSubject(prefix, subject);
+}
+
+/**
+ * What {@link DlqAdmin.at} found at a sequence of the DLQ stream: a dead letter; a redrive marker
+ * (`<prefix>.dlq._redriven`: `marker` is its body, null when it is not one a redrive wrote;
+ * `counts` whether the letter it names still has the digest it names, i.e. is shown redriven); a
+ * marker of an earlier version (`<prefix>.dlq.redriven`, ignored: it proves nothing); or null when
+ * the stream holds nothing there (never written, or deleted).
+ */
+export type DlqEntry =
+  | { kind: 'letter'; seq: number; letter: DeadLetterRecord }
+  | { kind: 'redrive_marker'; seq: number; subject: string; marker: RedriveMarker | null; counts: boolean }
+  | { kind: 'legacy_redrive_marker'; seq: number; subject: string; marksSeq: number | null; at: string | null };
 
 /** The notice a webhook consumer's dead letter holds: what `baton notice redeliver` takes. */
 export interface DeadLetterNotice {
@@ -343,10 +369,36 @@ export class DlqAdmin {
       .filter((letter) => matches(this.prefix, letter, filter));
   }
 
-  /** The dead letter at DLQ sequence `seq`, or null when there is none (or it is a redrive marker). */
+  /** The dead letter at DLQ sequence `seq`, or null when there is none (or it is a redrive marker: {@link at} says which). */
   async show(seq: number): Promise<DeadLetterRecord | null> {
     const letters = await this.list();
     return letters.find((letter) => letter.seq === seq) ?? null;
+  }
+
+  /**
+   * What the DLQ stream holds at `seq` ({@link DlqEntry}): a dead letter (with `redriven` as
+   * {@link list} sets it), a redrive marker, a marker of an earlier version, or null for nothing.
+   * Throws StreamNotFound when the DLQ stream does not exist.
+   */
+  async at(seq: number): Promise<DlqEntry | null> {
+    const msg = await this.dlqReader.message(seq);
+    if (msg === null) return null;
+    if (msg.subject === redriveMarkerSubject(this.prefix)) {
+      const marker = parseMarker(msg.data);
+      const named = marker === null || marker.dlq_stream !== this.stream ? null : await this.show(marker.dlq_seq);
+      return { kind: 'redrive_marker', seq, subject: msg.subject, marker, counts: named !== null && named.digest === marker?.letter_digest };
+    }
+    if (msg.subject === `${this.prefix}.dlq.${LEGACY_MARKER_SOURCE}` && msg.data.length === 0 && msg.header(DlqRedriveHeader.redrivenSeq)) {
+      return {
+        kind: 'legacy_redrive_marker',
+        seq,
+        subject: msg.subject,
+        marksSeq: optionalInt(msg.header(DlqRedriveHeader.redrivenSeq)) ?? null,
+        at: msg.header(DlqRedriveHeader.redrivenAt) ?? null,
+      };
+    }
+    const letter = await this.show(seq);
+    return letter === null ? null : { kind: 'letter', seq, letter };
   }
 
   /**
@@ -529,6 +581,7 @@ function decodeLetter(prefix: string, msg: StoredMessage): DeadLetterRecord {
     consumer: hdr(DlqHeader.consumer),
     at: hdr(DlqHeader.at),
     truncated: optionalInt(hdr(DlqHeader.truncated)),
+    project: letterProject(prefix, record.subject),
     notice: letterNotice(record.sourceName, msg.data),
   };
   for (const [key, value] of Object.entries(optional)) if (value !== undefined) Object.assign(record, { [key]: value });
@@ -540,10 +593,11 @@ function matches(prefix: string, letter: DeadLetterRecord, filter: DlqFilter): b
     return false;
   if (filter.reason !== undefined && letter.reason !== filter.reason) return false;
   if (filter.untilSeq !== undefined && letter.seq > filter.untilSeq) return false;
-  if (filter.project === undefined && filter.run === undefined && filter.handoff === undefined) return true;
+  // The letter's project, as list and show give it (letterProject).
+  if (filter.project !== undefined && letter.project !== filter.project) return false;
+  if (filter.run === undefined && filter.handoff === undefined) return true;
   // Read only when asked for: the body is parsed (at most DEAD_LETTER_REFS_MAX_BYTES of it).
   const refs: DeadLetterRefs = deadLetterRefs(prefix, letter.subject, letter.data);
-  if (filter.project !== undefined && refs.project !== filter.project) return false;
   if (filter.run !== undefined && refs.workflow_run_id !== filter.run && refs.mesh_run_id !== filter.run) return false;
   if (filter.handoff !== undefined && refs.handoff_id !== filter.handoff) return false;
   return true;

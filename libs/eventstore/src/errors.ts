@@ -26,6 +26,13 @@ export const JsErrCode = {
    * directory" in its log). A retry succeeds.
    */
   streamStoreFailed: 10049,
+  /**
+   * A publish the stream could not store: with `description` "maximum bytes exceeded" (or
+   * "maximum messages exceeded"), a `discard: new` stream at its limit ({@link StorageFull}).
+   */
+  publishNotStored: 10077,
+  /** A publish refused because the account's JetStream storage limit is reached ({@link StorageFull}). */
+  accountResourcesExceeded: 10002,
 } as const;
 
 /**
@@ -43,6 +50,7 @@ export const EventStoreErrorCode = {
   provisionFailed: 'provision_failed',
   unauthenticated: 'unauthenticated',
   connectionClosed: 'connection_closed',
+  storageFull: 'storage_full',
 } as const;
 export type EventStoreErrorCode = (typeof EventStoreErrorCode)[keyof typeof EventStoreErrorCode];
 
@@ -61,6 +69,7 @@ export class EventStoreError extends Error {
  * refused by the server, nothing was written; re-read, re-decide and retry.
  */
 export class ConcurrencyConflict extends EventStoreError {
+  declare readonly code: typeof EventStoreErrorCode.concurrencyConflict;
   constructor(
     readonly subject: string,
     readonly expectedSeq: number,
@@ -73,6 +82,7 @@ export class ConcurrencyConflict extends EventStoreError {
 
 /** No stream holds the subject or name asked for (not provisioned, or deleted). */
 export class StreamNotFound extends EventStoreError {
+  declare readonly code: typeof EventStoreErrorCode.streamNotFound;
   constructor(
     readonly stream: string,
     options?: { cause?: unknown },
@@ -87,6 +97,7 @@ export class StreamNotFound extends EventStoreError {
  * with the same `Nats-Msg-Id` (within the duplicate window) to find out without duplicating it.
  */
 export class PublishTimeout extends EventStoreError {
+  declare readonly code: typeof EventStoreErrorCode.publishTimeout;
   /** How many attempts went unanswered, each under the same message id (1 unless the publisher retried). */
   readonly attempts: number;
   /** The message id every attempt was sent under, when the publisher set one: publish again with it. */
@@ -118,6 +129,7 @@ export type CredentialsProblem = 'refused' | 'invalid' | 'unreadable' | 'missing
  * presented, null for none). Retrying does not help; other credentials do.
  */
 export class CredentialsRefused extends EventStoreError {
+  declare readonly code: typeof EventStoreErrorCode.unauthenticated;
   constructor(
     readonly reason: CredentialsProblem,
     readonly credsFile: string | null,
@@ -131,10 +143,14 @@ export class CredentialsRefused extends EventStoreError {
 
 /**
  * Why the NATS client gave up on a connection for good ({@link ConnectionClosed}):
- * `credentials_revoked` — the server revoked the credentials it was using ("User Authentication
- * Revoked") and the file held no others; `credentials_expired` — the user JWT (or its account)
- * expired; `credentials_refused` — the server refused the credentials on every reconnect
- * ("Authorization Violation": unknown to it, revoked, another deployment's);
+ * `credentials_revoked` — the server revoked the credentials it was using and the file held no
+ * others: it said so ("User Authentication Revoked"), or it refuses ("Authorization Violation") the
+ * very user key a server accepted on this connection before — a server that applied the revocation
+ * while the client was elsewhere says nothing more, so on a cluster the words depend on the node,
+ * the reason does not; `credentials_expired` — the user JWT (or its account) expired, a refused JWT
+ * past its own `exp` included; `credentials_refused` — the server refused on every reconnect
+ * credentials no server accepted on this connection (the file rewritten with credentials unknown
+ * to it, another deployment's);
  * `reconnects_exhausted` — no server could be reached within the reconnect attempts allowed;
  * `error` — any other error the client closed on.
  */
@@ -147,6 +163,7 @@ export type ConnectionCloseReason = 'credentials_revoked' | 'credentials_expired
  * last error, `credsFile` the credentials file the connection read (null for none).
  */
 export class ConnectionClosed extends EventStoreError {
+  declare readonly code: typeof EventStoreErrorCode.connectionClosed;
   constructor(
     readonly reason: ConnectionCloseReason,
     readonly natsCode: string | null,
@@ -168,6 +185,7 @@ export class ConnectionClosed extends EventStoreError {
  * ack could not come back and the message may be stored.
  */
 export class PermissionDenied extends EventStoreError {
+  declare readonly code: typeof EventStoreErrorCode.permissionDenied;
   readonly operation: 'publish to' | 'subscribe to';
 
   constructor(
@@ -184,8 +202,28 @@ export class PermissionDenied extends EventStoreError {
   }
 }
 
+/**
+ * A consumer's pull the server ended with a status that says the consumer cannot be reached through
+ * it (`status`, the server's own): `503` — nothing answered the pull (JetStream is not there, or,
+ * through a relay such as Baton's agent edge, nothing relays it); `409` with "consumer deleted" —
+ * the consumer was deleted under the pull. `code` is `store_error`; the runner tells its `onError`
+ * and pulls again (looking the consumer up again first).
+ */
+export class PullEndedError extends EventStoreError {
+  declare readonly code: typeof EventStoreErrorCode.storeError;
+  constructor(
+    readonly stream: string,
+    readonly durable: string,
+    readonly status: { readonly code: number; readonly description: string },
+  ) {
+    super(`pulling ${durable} on ${stream}: ${status.code} ${status.description}`);
+    this.name = 'PullEndedError';
+  }
+}
+
 /** An event a writer tried to append does not match its registered schema. Nothing was written. */
 export class EventValidationError extends EventStoreError {
+  declare readonly code: typeof EventStoreErrorCode.eventInvalid;
   constructor(
     readonly eventType: string,
     readonly rejection: Rejection,
@@ -198,6 +236,7 @@ export class EventValidationError extends EventStoreError {
 
 /** A stored event could not be decoded (bad JSON, unknown type, failed upcast or schema). */
 export class EventDecodeError extends EventStoreError {
+  declare readonly code: typeof EventStoreErrorCode.eventUndecodable;
   constructor(
     readonly subject: string,
     readonly seq: number,
@@ -209,8 +248,49 @@ export class EventDecodeError extends EventStoreError {
   }
 }
 
+/** Which storage limit refused a publish: the stream's bytes or messages (discard new), or the account's JetStream storage. */
+export type StorageLimit = 'stream_bytes' | 'stream_messages' | 'account_storage';
+
+/**
+ * The server refused to store a message because a storage limit is reached: the stream's
+ * `max_bytes` or `max_msgs` (a `discard: new` stream: `<PREFIX>_INBOX` with `BATON_INBOX_MAX_BYTES`;
+ * JetStream's "maximum bytes exceeded") or the account's JetStream storage (`baton nats-config
+ * --max-store`; "resource limits exceeded for account"). Nothing was stored, and nothing stored
+ * before was dropped to make room. Publishing again succeeds once room is made (messages age out,
+ * an SRE raises the limit: docs/sre.md, "Capacity"); until then it is refused alike.
+ */
+export class StorageFull extends EventStoreError {
+  declare readonly code: typeof EventStoreErrorCode.storageFull;
+  constructor(
+    readonly subject: string,
+    readonly limit: StorageLimit,
+    options?: { cause?: unknown },
+  ) {
+    const what =
+      limit === 'account_storage' ? "the account's JetStream storage is full" : `its stream is full (${limit === 'stream_bytes' ? 'max_bytes' : 'max_msgs'})`;
+    super(`publish to ${subject} refused: ${what}; nothing was stored — publish it again once room is made (docs/sre.md, Capacity)`, {
+      ...options,
+      code: EventStoreErrorCode.storageFull,
+    });
+    this.name = 'StorageFull';
+  }
+}
+
+/** The storage limit a JetStream publish error names, or null when it is not a full stream or account. */
+export function storageLimitOf(err: unknown): StorageLimit | null {
+  const api = jsApiError(err);
+  if (api === undefined) return null;
+  if (api.err_code === JsErrCode.accountResourcesExceeded) return 'account_storage';
+  if (api.err_code !== JsErrCode.publishNotStored) return null;
+  const description = api.description ?? '';
+  if (description === 'maximum bytes exceeded') return 'stream_bytes';
+  if (description === 'maximum messages exceeded' || description === 'maximum messages per subject exceeded') return 'stream_messages';
+  return null;
+}
+
 /** A stream or consumer could not be made to match its spec (for example an immutable field differs). */
 export class ProvisionError extends EventStoreError {
+  declare readonly code: typeof EventStoreErrorCode.provisionFailed;
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, { ...options, code: EventStoreErrorCode.provisionFailed });
     this.name = 'ProvisionError';
@@ -240,16 +320,22 @@ export class TransientError extends Error {
 /**
  * Thrown by a message handler when the message can never succeed (malformed, violates its
  * schema, refers to something that cannot exist). The runner dead-letters it with `reason` and
- * terminates it at once: it is never retried.
+ * terminates it at once: it is never retried. `lettered`, when given, is called once the message's
+ * own letter is stored — not when its sender's budget only counted it for a summary
+ * (`letterGate`: `suppressed`), nor when the letter could not be written (the message comes
+ * again) — with the stream and sequence of the message: what the handler says past the letter
+ * goes under the letter's budget (the router's refused-result notice). It must not throw.
  */
 export class PoisonError extends Error {
+  readonly lettered: ((message: { stream: string; seq: number }) => void) | undefined;
   constructor(
     message: string,
     readonly reason: string = 'poison',
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; lettered?: (message: { stream: string; seq: number }) => void },
   ) {
-    super(message, options);
+    super(message, options?.cause !== undefined ? { cause: options.cause } : undefined);
     this.name = 'PoisonError';
+    this.lettered = options?.lettered;
   }
 }
 
@@ -278,7 +364,8 @@ export function jsErrCode(err: unknown): number | undefined {
  * anything is wrong with the message: what an `unbounded` {@link TransientError} is for.
  */
 export function isUnavailable(err: unknown): boolean {
-  if (err instanceof PublishTimeout) return true;
+  if (err instanceof PublishTimeout || err instanceof StorageFull) return true;
+  if (storageLimitOf(err) !== null) return true;
   if (isTimeout(err) || isNoResponders(err)) return true;
   if (typeof err !== 'object' || err === null) return false;
   const { code, name } = err as { code?: unknown; name?: unknown };
@@ -313,6 +400,9 @@ export function mapPublishError(err: unknown, subject: string, expectedSeq: numb
   if (code === JsErrCode.wrongLastSequence && expectedSeq !== undefined) {
     return new ConcurrencyConflict(subject, expectedSeq, { cause: err });
   }
+  // Before "no responders": nats.js gives a stream's 503 answer the same client code.
+  const full = storageLimitOf(err);
+  if (full !== null) return new StorageFull(subject, full, { cause: err });
   if (code === JsErrCode.streamNotFound || isNoResponders(err)) return new StreamNotFound(subject, { cause: err });
   if (isPermissionsViolation(err)) {
     // The server may have refused the reply inbox the ack comes back on, not the publish: then the

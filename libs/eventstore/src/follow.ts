@@ -1,5 +1,6 @@
 import { AckPolicy, createInbox, DeliverPolicy, nanos, nuid, type JetStreamClient, type Msg, type Subscription } from 'nats';
 import { ackInfo, consumerGone, headerReader, PULL_EXPIRY_GRACE_MS, pullStatus, pullTarget, sendPull } from './pull';
+import { onConnectionEvent } from './connection-events';
 import { maxPayloadOf } from './pull-size';
 import type { FollowedMessage, FollowOptions, StreamFollower } from './stream-reader';
 
@@ -197,19 +198,18 @@ export async function followStream(opts: FollowOptions & { js: JetStreamClient; 
   }, expiresMs / 2);
   quiet.unref?.();
   // A reconnection loses the open pull (and a server restart an in-memory consumer): start again.
-  const statuses = nc.status();
-  void (async () => {
-    for await (const status of statuses) {
-      if (stopped) break;
-      if (status.type === 'reconnect') reset();
-    }
-  })().catch(() => undefined);
+  // Told by the connection's one event hub, which stops telling once the connection is closed
+  // (a loop over a `status()` iterator of its own would never end: nats.js 2.x leaves them open).
+  // (A connection of `connectNats` has its hub already; another's close is only a close here.)
+  const stopEvents = onConnectionEvent({ connection: nc, closed: nc.closed().then(() => undefined) }, (event) => {
+    if (!stopped && event.kind === 'reconnected') reset();
+  });
   const stopListening = () => {
     stopped = true;
     clearInterval(quiet);
     clearPullTimer();
     sub.unsubscribe();
-    (statuses as { stop?: () => void }).stop?.();
+    stopEvents();
   };
 
   try {

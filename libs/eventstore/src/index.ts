@@ -6,7 +6,7 @@
  * modular `@nats-io/*` client touches this library and the transport only. It loads no NestJS,
  * no prom-client and no OpenTelemetry SDK (only `@opentelemetry/api`): the agent SDK is built on it.
  */
-export { connectNats, credsFileReader, DEFAULT_NATS_URL, hasNatsCode, headersFrom, natsRefusedCredentials, serverSaid } from './connection';
+export { connectNats, credsFileReader, DEFAULT_NATS_URL, hasNatsCode, headersFrom, lastHeardFrom, natsRefusedCredentials, serverSaid } from './connection';
 export { publishUnderOwnId, type OwnIdAck } from './own-id-publish';
 export type { NatsConnectOptions, NatsHandle, ServerErrorStatus } from './connection';
 export { connectionEvents, onConnectionEvent, serverErrorAbout } from './connection-events';
@@ -36,6 +36,10 @@ export {
   type CredentialsProblem,
   ConnectionClosed,
   type ConnectionCloseReason,
+  PullEndedError,
+  StorageFull,
+  storageLimitOf,
+  type StorageLimit,
   EventValidationError,
   EventDecodeError,
   ProvisionError,
@@ -47,6 +51,7 @@ export {
   isNoResponders,
   isTimeout,
   jsErrCode,
+  jsApiError,
   JsErrCode,
 } from './errors';
 export { JetStreamEventStore } from './store';
@@ -74,6 +79,7 @@ export type {
 export {
   Retention,
   Storage,
+  Discard,
   DeliverFrom,
   DLQ_DEFAULTS,
   batonTopology,
@@ -82,10 +88,11 @@ export {
   streamStem,
   watchdogSnapshotStream,
   deploymentStreamNames,
+  tokenRevocationStream,
 } from './topology';
 export type { StreamSpec, ConsumerSpec, TopologySpec, BatonStreamNames, BatonTopologyOptions } from './topology';
 export { provision, retireConsumers, streamConfig, consumerConfig, isTransientApiError, PROVISION_RETRY_MS } from './provision';
-export type { ProvisionAction, ProvisionOptions, ProvisionReport, RetireAction, RetiredConsumer } from './provision';
+export type { KeptLimit, ProvisionAction, ProvisionOptions, ProvisionReport, RetireAction, RetiredConsumer } from './provision';
 export {
   deadLetter,
   deadLetterMsgId,
@@ -157,6 +164,7 @@ export type {
 export { createNkeyPair, credsFile, nkeyPairFromSeed, decodeJwtClaims, jwtOfCreds, jwtSignedBy, isUserPublicKey, userJwt } from './auth/jwt';
 export type { NkeyPair, UserPermissions, SubjectPermission, UserRevocations } from './auth/jwt';
 export { permissionsFor, redriveMarkerSubjects } from './auth/permissions';
+export { AGENT_HEADER_ALLOWANCE_BYTES, AGENT_USER_LIMITS, userLimitsFor, type UserLimits } from './auth/limits';
 export {
   openDeployment,
   issueCreds,
@@ -172,8 +180,10 @@ export {
   writeTrust,
   describeCreds,
   DeploymentError,
+  readAccountLimits,
+  writeAccountLimits,
 } from './auth/deployment';
-export type { AuthDeployment, IssuedCreds, ServerConfigOptions, WrittenTrust } from './auth/deployment';
+export type { AccountLimits, AuthDeployment, IssuedCreds, ServerConfigOptions, WrittenTrust } from './auth/deployment';
 export { deploymentDir, readLocalDeployment, stoppedDeployment, type LocalDeployment, type StoppedDeployment } from './auth/local-deployment';
 export { readUserRecord } from './auth/user-record';
 export type { RecordedUser } from './auth/user-record';

@@ -18,6 +18,8 @@ export interface JetStreamPublished {
 export interface InstrumentNatsOptions {
   /** Called after every JetStream publish the stream acknowledged (metrics: dead letters). */
   onJetStreamPublish?: (published: JetStreamPublished) => void;
+  /** Called with every JetStream publish that failed, before its error is thrown on (metrics, health: a full stream or account). */
+  onJetStreamPublishError?: (subject: string, error: unknown) => void;
 }
 
 type Fn = (...args: unknown[]) => unknown;
@@ -68,7 +70,13 @@ export function instrumentNats(handle: NatsHandle, options: InstrumentNatsOption
   const tracedJs = proxy<JetStreamClient>(js, {
     publish: (async (subject: string, payload?: Uint8Array, opts?: Parameters<JetStreamClient['publish']>[2]) => {
       const hdrs = withTrace(opts?.headers);
-      const ack = await jsPublish(subject, payload, hdrs ? { ...opts, headers: hdrs } : opts);
+      let ack: Awaited<ReturnType<JetStreamClient['publish']>>;
+      try {
+        ack = await jsPublish(subject, payload, hdrs ? { ...opts, headers: hdrs } : opts);
+      } catch (error) {
+        options.onJetStreamPublishError?.(subject, error);
+        throw error;
+      }
       if (options.onJetStreamPublish) {
         const header = (name: string) => (hdrs?.has(name) ? hdrs.get(name) || undefined : undefined);
         options.onJetStreamPublish({ subject, header, stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate });

@@ -10,7 +10,7 @@ import {
   type StreamConfig,
 } from 'nats';
 import { JsErrCode, ProvisionError, isNoResponders, isTimeout, jsErrCode } from './errors';
-import { DeliverFrom, Retention, Storage, type ConsumerSpec, type StreamSpec, type TopologySpec } from './topology';
+import { DeliverFrom, Discard, Retention, Storage, type ConsumerSpec, type StreamSpec, type TopologySpec } from './topology';
 
 /**
  * JetStream API answers that mean "not now" rather than "no": a request that timed out (a busy or
@@ -36,6 +36,57 @@ export interface ProvisionOptions {
   retryForMs?: number;
   /** Called before each retry (for a log line). */
   onRetry?: (what: string, err: unknown, attempt: number) => void;
+  /** Called when a stream's byte limit was not lowered to its spec's (see {@link KeptLimit}; for a log line). */
+  onLimitKept?: (kept: KeptLimit) => void;
+}
+
+/**
+ * A `discard: new` stream whose spec asks for a byte limit it cannot take safely now: JetStream
+ * applies a lower `max_bytes` by dropping the oldest messages at once, whatever the discard policy
+ * (nats-server 2.9 and later: `provision-limit.int-spec.ts` shows it) — acknowledged messages
+ * perhaps no consumer has read. So a limit is applied only when the stream holds at most the limit
+ * less its headroom ({@link limitHeadroom}: a quarter of the limit, at most 64 MiB), room for what
+ * publishers store between reading the stream's size and the server applying the update. Else its
+ * limit is left as it was (the rest of the spec is applied); a later provision applies it once the
+ * stream holds little enough (its messages age out), or a limit of at least `neededMaxBytes` is asked.
+ */
+export interface KeptLimit {
+  stream: string;
+  /** Bytes the stream held. */
+  heldBytes: number;
+  /** The limit the spec asks for. */
+  wantedMaxBytes: number;
+  /** The limit left in force (-1: none). */
+  keptMaxBytes: number;
+  /** The room the wanted limit must leave free ({@link limitHeadroom}). */
+  headroomBytes: number;
+  /** The smallest limit that would be applied now ({@link smallestLimitFor} of `heldBytes`). */
+  neededMaxBytes: number;
+  /** The most the stream may hold for the wanted limit to be applied (`wantedMaxBytes - headroomBytes`). */
+  appliesAtHeldBytes: number;
+  detail: string;
+}
+
+/** The most room a limit must leave free ({@link limitHeadroom}): 64 MiB. */
+export const LIMIT_HEADROOM_CAP = 64 * 1024 * 1024;
+
+/**
+ * The room a new byte limit of a `discard: new` stream must leave free above what the stream holds
+ * to be applied: a quarter of the limit, at most {@link LIMIT_HEADROOM_CAP}. What publishers store
+ * while the update is on its way is taken from it; past it, JetStream would drop the oldest.
+ */
+export function limitHeadroom(maxBytes: number): number {
+  return Math.min(Math.floor(maxBytes / 4), LIMIT_HEADROOM_CAP);
+}
+
+/** The smallest byte limit a stream holding `held` bytes takes now: the least `L` with `held + limitHeadroom(L) <= L`. */
+export function smallestLimitFor(held: number): number {
+  if (held <= 0) return 1;
+  // L - floor(L/4) = ceil(3L/4) >= held below the cap; held + cap above it.
+  let limit = Math.max(held, Math.min(held + LIMIT_HEADROOM_CAP, Math.floor((4 * held) / 3)));
+  while (!limitFits(limit, held)) limit++;
+  while (limit > held && limitFits(limit - 1, held)) limit--;
+  return limit;
 }
 
 /** How long `provision` retries one stream or consumer through transient failures by default. */
@@ -94,6 +145,19 @@ function storageType(storage: Storage): StorageType {
   }
 }
 
+function discardPolicy(discard: Discard | undefined): DiscardPolicy {
+  return discard === Discard.new ? DiscardPolicy.New : DiscardPolicy.Old;
+}
+
+/**
+ * Whether a stream holding `held` bytes may take `maxBytes` as its limit without JetStream
+ * dropping any of its messages: with {@link limitHeadroom} to spare for what publishers store
+ * while the update is applied.
+ */
+export function limitFits(maxBytes: number, held: number): boolean {
+  return held + limitHeadroom(maxBytes) <= maxBytes;
+}
+
 function deliverPolicy(from: DeliverFrom): DeliverPolicy {
   switch (from) {
     case DeliverFrom.all:
@@ -118,7 +182,7 @@ export function streamConfig(spec: StreamSpec): Partial<StreamConfig> {
     storage: storageType(spec.storage),
     num_replicas: spec.replicas,
     duplicate_window: nanos(spec.duplicateWindowMs),
-    discard: DiscardPolicy.Old,
+    discard: discardPolicy(spec.discard),
     max_age: nanos(spec.maxAgeMs ?? 0),
     max_bytes: spec.maxBytes !== undefined && spec.maxBytes > 0 ? spec.maxBytes : -1,
     deny_delete: spec.denyDelete ?? false,
@@ -197,14 +261,40 @@ async function provisionStream(jsm: JetStreamManager, spec: StreamSpec, options:
         throw new ProvisionError(`cannot create stream ${spec.name}: ${(err as Error).message}`, { cause: err });
       }
     }
-    const diffs = differences(want, info.config);
+    // A stream that must never drop what it acknowledged does not take a limit below what it holds.
+    const target: Partial<StreamConfig> = { ...want };
+    const wanted = want.max_bytes ?? -1;
+    const current = info.config.max_bytes ?? -1;
+    if (spec.discard === Discard.new && wanted > 0 && (current <= 0 || wanted < current) && !limitFits(wanted, info.state.bytes)) {
+      target.max_bytes = current;
+      const held = info.state.bytes;
+      const headroom = limitHeadroom(wanted);
+      const needed = smallestLimitFor(held);
+      const appliesAt = wanted - headroom;
+      options.onLimitKept?.({
+        stream: spec.name,
+        heldBytes: held,
+        wantedMaxBytes: wanted,
+        keptMaxBytes: current,
+        headroomBytes: headroom,
+        neededMaxBytes: needed,
+        appliesAtHeldBytes: appliesAt,
+        detail:
+          `max_bytes ${wanted} not applied: the stream holds ${held} bytes, and a new limit must leave a quarter of itself ` +
+          `(at most 64 MiB: ${headroom} bytes for this one) free above what it holds, since JetStream lowers a limit by dropping ` +
+          `the oldest messages, whatever the discard policy, and publishes may land while it is applied. ` +
+          `It needs max_bytes >= ${needed}, or the stream to hold <= ${appliesAt} bytes (its messages age out); ` +
+          `${current > 0 ? `max_bytes ${current}` : 'no limit'} stays in force until then (docs/sre.md, Capacity)`,
+      });
+    }
+    const diffs = differences(target, info.config);
     if (diffs.length === 0) return 'unchanged';
     const immutable = diffs.filter((key) => IMMUTABLE_STREAM_FIELDS.includes(key));
     if (immutable.length > 0) {
       throw new ProvisionError(`stream ${spec.name} exists with a different ${immutable.join(', ')}; these cannot be changed in place (migrate the stream)`);
     }
     try {
-      await transient(`stream update ${spec.name}`, () => jsm.streams.update(spec.name, want), deadline, options);
+      await transient(`stream update ${spec.name}`, () => jsm.streams.update(spec.name, target), deadline, options);
       return 'updated';
     } catch (err) {
       throw new ProvisionError(`cannot update stream ${spec.name} (${diffs.join(', ')}): ${(err as Error).message}`, { cause: err });
@@ -285,7 +375,9 @@ async function provisionConsumer(jsm: JetStreamManager, spec: ConsumerSpec, opti
  * existing stream or consumer differs in a field the server cannot change (storage, retention,
  * deliver policy). Transient API failures — a timeout, a cluster electing its meta leader — are
  * retried for `options.retryForMs` per stream or consumer (default a minute); past that, or on
- * any other failure, a {@link ProvisionError} names the call that failed.
+ * any other failure, a {@link ProvisionError} names the call that failed. A `discard: new` stream
+ * is never given a byte limit below what it holds: its former limit stays
+ * ({@link KeptLimit}, told to `options.onLimitKept`).
  */
 export async function provision(jsm: JetStreamManager, specs: Partial<TopologySpec>, options: ProvisionOptions = {}): Promise<ProvisionReport> {
   const report: ProvisionReport = { streams: {}, consumers: {} };

@@ -134,6 +134,10 @@ export const REFUSED_MESSAGE_REASONS: Readonly<Record<string, string>> = {
   run_already_started: 'its workflow_run_id is taken by another run',
   mesh_already_started: 'its mesh_run_id is taken by another mesh run',
   no_notice_recipient: 'it names no one to notify',
+  // A result of an agent the run does not wait for, past the run's cap of such refusals (docs/errors.md 3.1): refused again as it is.
+  foreign_refusals_spent: 'it is a result for a run that waits for another agent and holds its cap of refusals of this one',
+  // A result of the run's own agent while the run waits for none (held, stopped, finished), past the same cap.
+  idle_refusals_spent: 'it is a result for a run that waits for no result and holds its cap of refusals of this agent',
 };
 
 /** True when a letter of this reason is refused by redrive unless the caller includes refused messages. */

@@ -2,7 +2,7 @@ import { DeliverPolicy, type Consumer, type ConsumerConfig, type ConsumerInfo, t
 import { DeadLetterReason, deadLetter, errorText, type DeadLetterInput } from './dead-letter';
 import { ackInfo, consumerGone, DeliveredMessage, headerRecord, PullSession, pullTarget, type PullTarget } from './pull';
 import { maxPayloadOf, pullCount } from './pull-size';
-import { EventStoreError, JsErrCode, PoisonError, TransientError, jsErrCode } from './errors';
+import { JsErrCode, PoisonError, PullEndedError, TransientError, jsErrCode } from './errors';
 import { LruCache } from './lru';
 
 /** A message handed to a runner handler: what it needs, without the client types. */
@@ -389,6 +389,15 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
       msg.raw.term();
       sampleFloor();
       report({ kind: 'dead_lettered', msg, reason, error, gated: gated !== null, suppressed: outcome === 'suppressed' });
+      // What the handler says past its own letter (PoisonError.lettered), only once that letter is
+      // stored; a hint, so a callback that throws changes nothing (the message is settled).
+      if (outcome === 'written' && error instanceof PoisonError && error.lettered !== undefined) {
+        try {
+          error.lettered({ stream: msg.stream, seq: msg.seq });
+        } catch {
+          // the letter is the record
+        }
+      }
     } catch (dlqError) {
       const delayMs = delayFor(msg.deliveryCount);
       msg.raw.nak(delayMs);
@@ -693,7 +702,7 @@ export function runConsumer(opts: RunConsumerOptions): ConsumerRunner {
         // nothing is wrong with the consumer: the next pull goes out at once, no failure counted,
         // no backoff — the pull itself reports a consumer that is really gone.
         const end = pull.endedBy();
-        if (consumerGone(end)) throw new EventStoreError(`pulling ${opts.durable} on ${opts.stream}: ${end?.code} ${end?.description}`);
+        if (end !== null && consumerGone(end)) throw new PullEndedError(opts.stream, opts.durable, end);
         if (pull.silent() && brought === 0) {
           await consumer.info().catch((error: unknown) => {
             if (jsErrCode(error) === JsErrCode.consumerNotFound) throw error;

@@ -7,6 +7,10 @@ export type Retention = (typeof Retention)[keyof typeof Retention];
 export const Storage = { file: 'file', memory: 'memory' } as const;
 export type Storage = (typeof Storage)[keyof typeof Storage];
 
+/** What a stream at its limit does: drop its oldest messages, or refuse the new one. */
+export const Discard = { old: 'old', new: 'new' } as const;
+export type Discard = (typeof Discard)[keyof typeof Discard];
+
 /** A stream declared as code. Fields left out take the server's default. */
 export interface StreamSpec {
   name: string;
@@ -20,8 +24,15 @@ export interface StreamSpec {
   duplicateWindowMs: number;
   /** Drop messages older than this, in ms (0 = keep forever). */
   maxAgeMs?: number;
-  /** Most bytes the stream holds (0 or absent = no limit); past it the oldest messages are dropped. */
+  /** Most bytes the stream holds (0 or absent = no limit); past it, what `discard` says. */
   maxBytes?: number;
+  /**
+   * What a stream at a limit does with a new message: `old` (default) drops its oldest messages to
+   * make room; `new` refuses the new one — its publisher gets "maximum bytes exceeded", nothing
+   * acknowledged is ever dropped. A `new` stream's limit is never lowered below what it holds
+   * (provision keeps the former one: JetStream would drop the oldest to fit).
+   */
+  discard?: Discard;
   /** Refuse message deletion / purge (history is immutable). */
   denyDelete?: boolean;
   denyPurge?: boolean;
@@ -120,6 +131,11 @@ export interface BatonTopologyOptions {
   storage?: Storage;
   /** How long raw inbox input (agent results, operator answers) is kept, in ms (default 30 days). */
   inboxMaxAgeMs?: number;
+  /**
+   * Most bytes of inbox input kept (0 or absent = no limit). Full, the inbox refuses new messages
+   * (discard new: "maximum bytes exceeded" to their publishers) and drops none it acknowledged.
+   */
+  inboxMaxBytes?: number;
   /** How long dead letters are kept, in ms (default {@link DLQ_DEFAULTS}.maxAgeMs, 30 days; 0 = forever). */
   dlqMaxAgeMs?: number;
   /** Most bytes of dead letters kept (default {@link DLQ_DEFAULTS}.maxBytes, 1 GiB; 0 = no limit). The oldest go first. */
@@ -144,7 +160,9 @@ export const DLQ_DEFAULTS = { maxAgeMs: 30 * DAY, maxBytes: 1024 * 1024 * 1024, 
  *   retention, nothing expires, message delete and purge are denied, 2-minute duplicate window.
  * - `<PREFIX>_INBOX` binds the inbox subjects some consumer reads ({@link inboxSubjects}): agent
  *   results, starts, messages, operator answers, stop requests, offers, mesh inputs, kept (limits
- *   retention, several services may read the same input) for `inboxMaxAgeMs`.
+ *   retention, several services may read the same input) for `inboxMaxAgeMs`, and at most
+ *   `inboxMaxBytes` (no limit by default): discard new — a full inbox refuses what comes, never
+ *   drops what it acknowledged and no consumer may have read yet.
  * - `<PREFIX>_DLQ` binds `<prefix>.dlq.>`: dead letters with their original bytes, kept for
  *   `dlqMaxAgeMs` (30 days) and at most `dlqMaxBytes` (1 GiB), the oldest dropped first (discard
  *   old); a message dead-lettered twice within `dlqDuplicateWindowMs` (1 hour) is stored once.
@@ -178,6 +196,8 @@ export function batonTopology(prefix: string, opts: BatonTopologyOptions = {}): 
         replicas,
         duplicateWindowMs: TWO_MINUTES,
         maxAgeMs: opts.inboxMaxAgeMs ?? 30 * DAY,
+        ...(opts.inboxMaxBytes !== undefined && opts.inboxMaxBytes > 0 ? { maxBytes: opts.inboxMaxBytes } : {}),
+        discard: Discard.new,
       },
       {
         name: names.dlq,
@@ -205,8 +225,20 @@ export function watchdogSnapshotStream(prefix: string): { name: string; subjects
   return { name: `${streamStem(prefix)}_WATCHDOG`, subjects: [`${prefix}.wd.>`] };
 }
 
-/** Every stream a deployment of `prefix` may hold: the three of {@link batonStreamNames} and the watchdog's snapshots. */
+/**
+ * The operator API token revocation log, `<PREFIX>_TOKEN_REVOCATIONS` on `<prefix>.auth.revoked.<token_id>`:
+ * signed revocations only the admin appends and the notifier reads (libs/platform/src/auth/token-revocations.ts).
+ * Made by the notifier at start when it holds the token key.
+ */
+export function tokenRevocationStream(prefix: string): { name: string; subjects: string[] } {
+  return { name: `${streamStem(prefix)}_TOKEN_REVOCATIONS`, subjects: [`${prefix}.auth.revoked.*`] };
+}
+
+/**
+ * Every stream a deployment of `prefix` may hold: the three of {@link batonStreamNames}, the
+ * watchdog's snapshots and the token revocation log.
+ */
 export function deploymentStreamNames(prefix: string): string[] {
   const names = batonStreamNames(prefix);
-  return [names.events, names.inbox, names.dlq, watchdogSnapshotStream(prefix).name];
+  return [names.events, names.inbox, names.dlq, watchdogSnapshotStream(prefix).name, tokenRevocationStream(prefix).name];
 }

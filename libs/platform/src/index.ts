@@ -4,6 +4,7 @@ export * from './health/health';
 export * from './service/runtime';
 export * from './service/connection-watch';
 export * from './service/bootstrap';
+export * from './service/start-watch';
 export * from './service/utf8-body';
 export * from './service/deferred-body-error';
 export * from './transport';

@@ -1,8 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { waitFor } from '@baton/wait';
+// Test only: the private servers every project's specs share (not part of @baton/eventstore's API).
+// eslint-disable-next-line @nx/enforce-module-boundaries
+import { startRedisServer } from '../../eventstore/src/int/servers';
 import { createRedis } from './redis';
 import { compareKeySet, compareNamespaces } from './snapshot';
 import { createProjectionStore } from './store';
@@ -153,20 +153,8 @@ describe('comparing two generations key by key (real Redis)', () => {
 
   it("the store's comparisons wait for a Redis slowed for a moment past the client's own command timeout (their own connection, a longer timeout), where a command of the client times out", async () => {
     // A redis-server of this test's own (DEBUG SLEEP blocks every client of a server: never the shared one).
-    const port = await new Promise<number>((resolve) => {
-      const probe = createServer().listen(0, '127.0.0.1', () => {
-        const { port: free } = probe.address() as { port: number };
-        probe.close(() => resolve(free));
-      });
-    });
-    const server: ChildProcess = spawn(
-      'redis-server',
-      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--enable-debug-command', 'yes'],
-      {
-        stdio: 'ignore',
-      },
-    );
-    const url = `redis://127.0.0.1:${port}`;
+    const server = await startRedisServer({ args: ['--enable-debug-command', 'yes'] });
+    const url = server.url;
     // The CLI's client: a short command timeout (REDIS_COMMAND_TIMEOUT_MS is 1 s; shorter here).
     const client = createRedis(url, { commandTimeout: 200, maxRetriesPerRequest: 1 });
     const blocker = createRedis(url, { commandTimeout: 10_000 });
@@ -201,8 +189,7 @@ describe('comparing two generations key by key (real Redis)', () => {
     } finally {
       await client.close();
       await blocker.close();
-      server.kill('SIGTERM');
-      if (server.exitCode === null) await once(server, 'exit');
+      await server.remove();
     }
   }, 60_000);
 });

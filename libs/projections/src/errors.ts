@@ -49,6 +49,48 @@ export class RedisUnavailableError extends ProjectionError {
 }
 
 /**
+ * What Redis answers a write while its memory is at `maxmemory` and its policy evicts nothing
+ * (`noeviction`): the reply's error code is `OOM` ("OOM command not allowed when used memory >
+ * 'maxmemory'"), for a command and for a script's first write alike (the script wrote nothing). A
+ * transaction with such a command is discarded (`EXECABORT`, the OOM among its previous errors).
+ */
+const FULL_MESSAGE = /^OOM\b/;
+
+/**
+ * Redis refused a write because it is full: its memory reached `maxmemory` under the
+ * `noeviction` policy. Nothing of the refused command (or script) was written; reads still answer,
+ * and writes answer again once Redis has room (maxmemory raised, memory added, keys deleted). Not
+ * {@link RedisUnavailableError}: Redis answered, and waiting seconds does not free it. Callers wait
+ * with what they could not write (the projection applier) or answer 503 `redis_full` (the operator
+ * API).
+ */
+export class RedisFullError extends ProjectionError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'RedisFullError';
+  }
+
+  /**
+   * `error` as a RedisFullError when it (or an error in its `cause` chain, or a discarded
+   * transaction's `previousErrors`) is Redis's `OOM` refusal, else null.
+   */
+  static of(error: unknown): RedisFullError | null {
+    let current: unknown = error;
+    for (let depth = 0; depth < 6 && current instanceof Error; depth++) {
+      if (current instanceof RedisFullError) return current;
+      if (FULL_MESSAGE.test(current.message)) return new RedisFullError(`redis is full (maxmemory): ${current.message}`, { cause: error });
+      const previous = (current as { previousErrors?: unknown }).previousErrors;
+      if (Array.isArray(previous)) {
+        const full = previous.find((e): e is Error => e instanceof Error && FULL_MESSAGE.test(e.message));
+        if (full) return new RedisFullError(`redis is full (maxmemory): ${full.message}`, { cause: error });
+      }
+      current = current.cause;
+    }
+    return null;
+  }
+}
+
+/**
  * A projection produced an operation that cannot be executed: a malformed op (caught before Redis
  * is called) or an op whose target key holds a different Redis type (caught by the apply script's
  * validation pass before its first write). Either way nothing of the batch was written.

@@ -1,9 +1,6 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { connect, createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+// Test only: the private servers every project's specs share (not part of @baton/eventstore's API).
+// eslint-disable-next-line @nx/enforce-module-boundaries
+import { startRedisServer, type PrivateServer } from '../../eventstore/src/int/servers';
 import { createBatonProjector } from './baton';
 import { foldScenario, scenarioSequenced, scenarioSteps } from './baton/scenario';
 import { ShadowLostError } from './errors';
@@ -19,29 +16,6 @@ import { createProjectionStore, type ProjectionStore, type ReplaySource, type Se
  * nothing more and swaps nothing; a rebuild afterwards is complete.
  */
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const port = (server.address() as { port: number }).port;
-  server.close();
-  await once(server, 'close');
-  return port;
-}
-
-async function waitPort(port: number): Promise<void> {
-  for (let i = 0; i < 150; i++) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const socket = connect(port, '127.0.0.1');
-      socket.once('connect', () => (socket.destroy(), resolve(true)));
-      socket.once('error', () => resolve(false));
-    });
-    if (ok) return;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`redis-server did not listen on ${port}`);
-}
-
 const log: SequencedEvent[] = [];
 for (let p = 0; p < 8; p++) {
   for (const e of foldScenario(scenarioSteps({ project: `p${p}` }))) {
@@ -50,25 +24,19 @@ for (let p = 0; p < 8; p++) {
 }
 
 describe('FLUSHALL during a bulk rebuild (private redis-server)', () => {
-  let dir: string;
-  let child: ChildProcess;
+  let server: PrivateServer | undefined;
   let redis: RedisHandle;
   let store: ProjectionStore;
 
   beforeAll(async () => {
-    const port = await freePort();
-    dir = await mkdtemp(join(tmpdir(), 'baton-flush-redis-'));
-    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
-    await waitPort(port);
-    redis = createRedis(`redis://127.0.0.1:${port}`);
+    server = await startRedisServer();
+    redis = createRedis(server.url);
     store = createProjectionStore({ redis: redis.client, prefix: 'flush:proj' });
   });
 
   afterAll(async () => {
     await redis?.close();
-    child?.kill('SIGKILL');
-    if (child) await once(child, 'exit').catch(() => undefined);
-    await rm(dir, { recursive: true, force: true });
+    await server?.remove();
   });
 
   it("every projection's rebuild stops with ShadowLostError, nothing is written after the flush and nothing swapped; the next rebuild is complete", async () => {

@@ -4,7 +4,7 @@
  * item store with cursor paging (operator inbox, stop packets), and canonical snapshots.
  */
 export { createRedis, DEFAULT_REDIS_URL, type RedisHandle } from './redis';
-export { RedisLock, type RedisLockOptions } from './redis-lock';
+export { RedisLock, type RedisLockAttempt, type RedisLockOptions } from './redis-lock';
 export { LuaScript } from './lua';
 export {
   COMPARE_COMMAND_TIMEOUT_MS,
@@ -39,6 +39,7 @@ export {
   RebuildAbortedError,
   RebuildIncompleteError,
   RebuildBehindError,
+  RedisFullError,
   RedisUnavailableError,
   ShadowLostError,
 } from './errors';

@@ -68,6 +68,14 @@ export function retiredKey(base: string): string {
   return `${base}:retired`;
 }
 
+/**
+ * How many keys of retired generation `gen` its deleters have removed so far, together (kept an
+ * hour after the last one): outside the generation's namespace, so its own deletion never scans it.
+ */
+export function droppedCountKey(base: string, gen: number): string {
+  return `${base}:g${gen}~dropped`;
+}
+
 export function generationNamespace(base: string, gen: number): string {
   return `${base}:g${gen}:`;
 }

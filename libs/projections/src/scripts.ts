@@ -266,6 +266,25 @@ return { 'ok', deleted }
 );
 
 /**
+ * Unlink a batch of a retired generation's keys and add how many this call removed to the
+ * generation's shared count of deleted keys, atomically: every deleter of the generation (a
+ * rebuild's cleanup, another process's `collectAbandoned` running alongside) adds what it removed,
+ * each key once, so the count is the generation's whoever deleted which key.
+ * KEYS: the count key. ARGV: the count's expiry (ms), keys to unlink...
+ * Returns the count so far.
+ */
+export const dropRetiredScript = new LuaScript(
+  'drop-retired',
+  `
+local deleted = 0
+if #ARGV > 1 then deleted = redis.call('UNLINK', unpack(ARGV, 2)) end
+local total = redis.call('INCRBY', KEYS[1], deleted)
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return total
+`,
+);
+
+/**
  * Read one key of the active generation with a whitelisted read command, resolving the generation
  * in the same atomic call (so a read never straddles a swap).
  * KEYS: active pointer. ARGV: base, command, relative key, command arguments...
@@ -301,9 +320,11 @@ return { gen, reply }
  * candidates are examined; a page that reaches that bound first ends early, its cursor at the last
  * candidate examined (fewer items, never wrong ones: the next page goes on from there).
  *
- * Counting ('count') unions a field with several values (ZUNIONSTORE) into a scratch key and
- * intersects several fields (ZINTERSTORE) into another; scratch keys are deleted before the script
- * returns (and carry a 10 s expiry in case the script is killed).
+ * Counting ('count') writes nothing: with one filtered field it adds up that field's sets; with
+ * several, the field whose sets are smallest together drives as a page's does, and each of its
+ * members is checked against the other filters on its document — the work is the driver's size (an
+ * open count: the open items), where it was a union of whole histories (ZUNIONSTORE of every
+ * project's set for a token that sees several) before.
  * Returns {nextCursorMember or '', itemFlat1, itemFlat2, ...} for 'query', the count for 'count'.
  */
 export const queryScript = new LuaScript(
@@ -321,31 +342,44 @@ if mode == 'get' then
   return { '', redis.call('HGETALL', p .. 'doc:' .. ARGV[5]) }
 end
 local filters = cjson.decode(ARGV[7])
+local idStart = 18
+if order == 'urgent' then idStart = 34 end
+-- The driver: the filtered field whose value sets are smallest together (none: every item). An
+-- item has one value per field, so a field's value sets are disjoint.
+local driver, keys, size = nil, nil, nil
+for i, f in ipairs(filters) do
+  local fieldKeys, total = {}, 0
+  for _, v in ipairs(f[2]) do
+    local key = p .. 'idx:' .. order .. ':' .. f[1] .. ':' .. v
+    fieldKeys[#fieldKeys + 1] = key
+    total = total + redis.call('ZCARD', key)
+  end
+  if driver == nil or total < size then driver, keys, size = i, fieldKeys, total end
+end
+-- The other filters, checked on each driver member's document.
+local fields, allowed = {}, {}
+for i, f in ipairs(filters) do
+  if i ~= driver then
+    local set = {}
+    for _, v in ipairs(f[2]) do set[v] = true end
+    fields[#fields + 1] = f[1]
+    allowed[#allowed + 1] = set
+  end
+end
+local function passes(member)
+  if #fields == 0 then return true end
+  local values = redis.call('HMGET', p .. 'doc:' .. string.sub(member, idStart), unpack(fields))
+  for i = 1, #fields do
+    local raw = values[i]
+    local value = raw and cjson.decode(raw)
+    if type(value) ~= 'string' or not allowed[i][value] then return false end
+  end
+  return true
+end
 if mode == 'query' then
   local limit = tonumber(ARGV[6])
   local budget = tonumber(ARGV[8])
-  local idStart = 18
-  if order == 'urgent' then idStart = 34 end
-  local driver, keys, size = nil, nil, nil
-  for i, f in ipairs(filters) do
-    local fieldKeys, total = {}, 0
-    for _, v in ipairs(f[2]) do
-      local key = p .. 'idx:' .. order .. ':' .. f[1] .. ':' .. v
-      fieldKeys[#fieldKeys + 1] = key
-      total = total + redis.call('ZCARD', key)
-    end
-    if driver == nil or total < size then driver, keys, size = i, fieldKeys, total end
-  end
   if driver == nil then keys = { p .. 'all:' .. order } end
-  local fields, allowed = {}, {}
-  for i, f in ipairs(filters) do
-    if i ~= driver then
-      local set = {}
-      for _, v in ipairs(f[2]) do set[v] = true end
-      fields[#fields + 1] = f[1]
-      allowed[#allowed + 1] = set
-    end
-  end
   -- Byte order, as ZRANGEBYLEX orders members (Lua's < follows the server's collation locale).
   local function before(a, b)
     local n = math.min(#a, #b)
@@ -381,16 +415,7 @@ if mode == 'query' then
     at[best] = at[best] + 1
     examined = examined + 1
     last = member
-    local ok = true
-    if #fields > 0 then
-      local values = redis.call('HMGET', p .. 'doc:' .. string.sub(member, idStart), unpack(fields))
-      for i = 1, #fields do
-        local raw = values[i]
-        local value = raw and cjson.decode(raw)
-        if type(value) ~= 'string' or not allowed[i][value] then ok = false break end
-      end
-    end
-    if ok then accepted[#accepted + 1] = member end
+    if passes(member) then accepted[#accepted + 1] = member end
   end
   local out = { '' }
   local n = math.min(limit, #accepted)
@@ -401,39 +426,24 @@ if mode == 'query' then
   elseif last ~= nil then out[1] = last end
   return out
 end
-local scratch = {}
-local function newScratch()
-  local key = ns .. '~tmp:' .. (#scratch + 1)
-  scratch[#scratch + 1] = key
-  return key
+-- 'count': an item has one value per field, so a field's value sets are disjoint. No filter: every
+-- item; one field: the sum of its sets. Several: the field whose sets are smallest together drives,
+-- and each of its members is checked against the others on its document, as a page checks its
+-- candidates — the work is the driver's size (the open items, for an open count), never a union
+-- of whole histories.
+if driver == nil then return redis.call('ZCARD', p .. 'all:' .. order) end
+if #filters == 1 or size == 0 then return size end
+local n = 0
+for _, key in ipairs(keys) do
+  local from = '-'
+  repeat
+    local batch = redis.call('ZRANGEBYLEX', key, from, '+', 'LIMIT', 0, 500)
+    for _, member in ipairs(batch) do
+      if passes(member) then n = n + 1 end
+    end
+    if #batch > 0 then from = '(' .. batch[#batch] end
+  until #batch < 500
 end
-local sources = {}
-for _, f in ipairs(filters) do
-  local field, values = f[1], f[2]
-  if #values == 1 then
-    sources[#sources + 1] = p .. 'idx:' .. order .. ':' .. field .. ':' .. values[1]
-  else
-    local keys = {}
-    for _, v in ipairs(values) do keys[#keys + 1] = p .. 'idx:' .. order .. ':' .. field .. ':' .. v end
-    local tmp = newScratch()
-    redis.call('ZUNIONSTORE', tmp, #keys, unpack(keys))
-    redis.call('PEXPIRE', tmp, 10000)
-    sources[#sources + 1] = tmp
-  end
-end
-local source
-if #sources == 0 then
-  source = p .. 'all:' .. order
-elseif #sources == 1 then
-  source = sources[1]
-else
-  source = newScratch()
-  redis.call('ZINTERSTORE', source, #sources, unpack(sources))
-  redis.call('PEXPIRE', source, 10000)
-end
-local function cleanup() if #scratch > 0 then redis.call('DEL', unpack(scratch)) end end
-local n = redis.call('ZCARD', source)
-cleanup()
 return n
 `,
 );

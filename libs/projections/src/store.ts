@@ -6,6 +6,7 @@ import {
   activeKey,
   assertName,
   assertPrefix,
+  droppedCountKey,
   generationCounterKey,
   generationNamespace,
   META_KEY,
@@ -17,7 +18,7 @@ import {
 } from './keys';
 import { encodeOps, type IndexedItem, type ProjectionOp, type WireOp } from './ops';
 import { createReader, type ProjectionReader } from './reader';
-import { applyScript, dropShadowScript, loadScript, readScript, swapScript } from './scripts';
+import { applyScript, dropRetiredScript, dropShadowScript, loadScript, readScript, swapScript } from './scripts';
 import {
   parseRebuildInfos,
   runRebuild,
@@ -766,9 +767,28 @@ class RedisProjectionStore implements ProjectionStore {
     if ((await this.activeGeneration(projection)) === generation) {
       throw new ProjectionError(`generation ${generation} of ${projection} is active and cannot be dropped`);
     }
-    const deletedKeys = await this.unlinkMatching(`${generationNamespace(base, positiveInt(generation, 'generation'))}*`);
+    const deletedKeys = await this.unlinkRetired(base, positiveInt(generation, 'generation'));
     await this.redis.srem(retiredKey(base), String(generation));
     return { generation, deletedKeys };
+  }
+
+  /**
+   * Delete every key of retired generation `generation` (SCAN + UNLINK in batches) and say how many
+   * it held: the count all its deleters share ({@link dropRetiredScript}), so a cleanup running
+   * alongside (another process's `collectAbandoned` of the same retired generation) does not make
+   * either call report only the keys it happened to remove itself. Once this call's scan is done,
+   * every key the generation held when it began is gone, and counted once, by whichever call removed it.
+   */
+  private async unlinkRetired(base: string, generation: number): Promise<number> {
+    const counter = droppedCountKey(base, generation);
+    const drop = async (keys: string[]) => Number(await dropRetiredScript.run(this.redis, [counter], [DROPPED_COUNT_TTL_MS, ...keys]));
+    for await (const batch of this.redis.scanStream({ match: `${generationNamespace(base, generation)}*`, count: SCAN_COUNT })) {
+      const keys = batch as string[];
+      // At most 1 000 keys per script call (Lua's unpack has a limit).
+      for (let i = 0; i < keys.length; i += 1_000) await drop(keys.slice(i, i + 1_000));
+    }
+    // What every deleter removed up to now: this call's batches and those of any running alongside.
+    return drop([]);
   }
 
   private async unlinkMatching(pattern: string): Promise<number> {
@@ -809,6 +829,9 @@ class RedisProjectionStore implements ProjectionStore {
     return generations + (await this.redis.unlink(activeKey(base), generationCounterKey(base), rebuildsKey(base)));
   }
 }
+
+/** How long a retired generation's count of deleted keys is kept after its last deleter's batch (ms). */
+const DROPPED_COUNT_TTL_MS = 60 * 60 * 1000;
 
 function positiveInt(value: number, what: string): number {
   if (!Number.isSafeInteger(value) || value < 1) throw new ProjectionError(`${what} must be a positive integer, got ${value}`);

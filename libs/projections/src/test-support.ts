@@ -24,9 +24,17 @@ export async function redisFixture(): Promise<RedisFixture> {
     prefix,
     store,
     async cleanup() {
-      for await (const batch of handle.client.scanStream({ match: `${prefix}:*`, count: 500 })) {
-        const keys = batch as string[];
-        if (keys.length > 0) await handle.client.unlink(...keys);
+      // A swapped rebuild deletes its previous generation in the background (its `cleanup` promise,
+      // which a test need not await), and that deletion writes the generation's shared drop count:
+      // delete again until a pass finds nothing, so no key of the test outlives it.
+      for (let pass = 0; pass < 20; pass++) {
+        let deleted = 0;
+        for await (const batch of handle.client.scanStream({ match: `${prefix}:*`, count: 500 })) {
+          const keys = batch as string[];
+          if (keys.length > 0) deleted += await handle.client.unlink(...keys);
+        }
+        if (deleted === 0) break;
+        await new Promise((resolve) => setTimeout(resolve, 50));
       }
       await handle.close();
     },

@@ -9,24 +9,30 @@ import {
   edgeAckSubject,
   edgeApiPrefix,
   edgeSubjectOf,
+  GiveUpOfferCommandSchema,
   inboxParts,
   inboxPrefixOf,
   Limits,
   MsgIds,
+  OpenOffersCommandSchema,
   parseUntrustedJson,
   Principals,
   ProjectIdSchema,
   SessionMessageSchema,
   RejectionCode,
+  ResultRefusedSchema,
+  resultRefusedSubject,
   StartRunRequestSchema,
   rejectionFromZod,
   type AgentResult,
+  type ResultRefused,
   type SessionMessage,
   type StartRunRequest,
 } from '@baton/contracts';
 import {
   ConnectionClosed,
   EventStoreError,
+  EventStoreErrorCode,
   LedgerClient,
   connectNats as connectToNats,
   connectionEvents,
@@ -43,20 +49,22 @@ import {
   onConnectionEvent,
   PermissionDenied,
   principalOfCreds,
+  PullEndedError,
   runConsumer,
   traceHeaders,
   type ConnectionEvent,
   type ConnectionEventsOptions,
+  type ConsumerLostEvent,
   type HopTrace,
   type NatsConnectOptions,
   type NatsHandle,
 } from '@baton/eventstore';
-import { BatonSdkError, InvalidInputError, LedgerCommandError, OfferPullError, OfferTerminatedError, SubscriptionStoppingError } from './errors';
+import { BatonSdkError, InvalidInputError, LedgerCommandError, OfferPullError, OfferTerminatedError, SdkErrorCode, SubscriptionStoppingError } from './errors';
 import type { MeshPublisher } from './mesh';
 import { createOfferHandler, type HandoffOffer, type UnfinishedOffer } from './offers';
 import { DEFAULT_SENT_IDS, messageIdentity, publishOnce, publishRetryOf, SentMessageIds, type PublishRetry } from './sent-ids';
 import { AgentSubjects } from './subjects';
-import { ResultClaimCode } from '@baton/domain';
+import { decisionSignalOf, ResultClaimCode, type MeshErrorCode, type RunErrorCode } from '@baton/domain';
 
 /** How to reach Baton, and who this client speaks for. */
 export interface BatonClientOptions {
@@ -131,6 +139,49 @@ export interface BatonClientOptions {
    * handle, `close()` ends the calls (the connection lives on).
    */
   onConnection?: (event: ConnectionEvent) => void | Promise<void>;
+  /**
+   * Told when the router refused a result or a mesh turn this agent published (`of`: `result` —
+   * recorded on the run as `run.result_rejected` — or `turn` — `mesh.turn_rejected`): a late turn
+   * after its claim lapsed (`handoff_not_claimed`), a turn after the mesh stopped
+   * (`mesh_not_running`), a result under another claim (`claim_mismatch`)… `publishResult`,
+   * `offer.finish` and `publishMeshResult` resolve once the inbox stored the message, before the
+   * router decides it; this is how the agent hears the decision when it is a refusal (the run and
+   * mesh views are not an agent's to read). The router says it on this agent's own
+   * `<agent inbox>.refused` (`result-refused.json`), which only this agent's credentials read. A
+   * hint, at most once: every process of the agent connected then hears it (`publishedHere` tells
+   * this client's own results), none that was not. Nothing is said of a result taken. Called
+   * synchronously as each arrives; a listener that throws (or rejects) is reported with
+   * `console.error` and breaks nothing. Without it the client does not listen.
+   */
+  onResultRefused?: (refusal: ResultRefusal) => void | Promise<void>;
+}
+
+/**
+ * The codes a refused result or mesh turn carries (docs/errors.md sections 3.1 and 3.4): the run
+ * decider's (`RunErrorCode`: `run_not_running`, `unexpected_agent`, the claim rule's
+ * `claim_required`, `stale_handoff`, `handoff_not_claimed`, `claim_mismatch`…), the mesh decider's
+ * (`MeshErrorCode`: `mesh_not_running`…) and the router's `unknown_agent`; and those of a result
+ * the router dead-letters instead of refusing it on its run (docs/runs.md rules 3b, 3c): `not_found`
+ * (it named a run that does not exist), `foreign_refusals_spent`, `idle_refusals_spent` (the run
+ * holds its cap of this agent's refusals). As the router sent it: a newer router could send one
+ * this union does not list, so keep a `default` branch.
+ */
+export type ResultRefusalCode =
+  | RunErrorCode
+  | MeshErrorCode
+  | typeof RejectionCode.unknownAgent
+  | typeof RejectionCode.notFound
+  | 'foreign_refusals_spent'
+  | 'idle_refusals_spent';
+
+/** A result or mesh turn of this agent the router refused, as `onResultRefused` is told it. */
+export interface ResultRefusal extends Omit<ResultRefused, 'code'> {
+  code: ResultRefusalCode;
+  /**
+   * True when this client published the refused message (it remembers the ids it published, up to
+   * `sentIdsCapacity`); false for another replica's, or one it no longer remembers.
+   */
+  publishedHere: boolean;
 }
 
 /** What JetStream answered to a publish. */
@@ -157,8 +208,13 @@ export type SessionMessageInput = Omit<SessionMessage, 'project'> & Partial<Pick
 export interface HandoffsOptions {
   /**
    * Called for each offered handoff. Claim it (`offer.claim()`), do the work, and end with
-   * `finish(result)`, `return(report)`, `release(reason)` or `fail(reason)`. When the handler
-   * resolves the offer message is acknowledged; when it throws, the offer is redelivered after a
+   * `finish(result)`, `return(report)`, `release(reason)` or `fail(reason)` — or decline it without
+   * claiming: `offer.giveUp(reason)`. When the handler resolves having settled the offer (claimed
+   * it, given it up, or had `tryClaim()` resolve null: the handoff is not this agent's to take) the
+   * offer message is acknowledged. A handler that resolves without settling it (returns before any
+   * claim) is a failed delivery, like a throw — `onError` hears an `OfferUnsettledError`
+   * (`offer_unsettled`) once per offer — since an acknowledged offer nobody claimed would leave its
+   * handoff pending for nobody (docs/handoffs.md rule 5a). When it throws, the offer is redelivered after a
    * delay (to this or another replica) and terminated after `maxDeliver` attempts (never
    * dead-lettered: agents may not publish dead letters; the handoff stays with the ledger). An offer
    * terminated before any of its deliveries claimed the handoff is given up to the ledger
@@ -167,7 +223,7 @@ export interface HandoffsOptions {
    * whose handoff is already taken is acknowledged by `tryClaim()` returning null.
    */
   onOffer: (offer: HandoffOffer) => Promise<void> | void;
-  /** Offers handled at once by this process (default 1). */
+  /** Offers handled at once by this process (default 1; a whole number from 1, else `InvalidInputError`). */
   concurrency?: number;
   /**
    * How long the server waits for this process before giving an offer to another replica (ms,
@@ -175,19 +231,36 @@ export interface HandoffsOptions {
    * Sent to the ledger, which sets it on the agent's offers durable.
    */
   ackWaitMs?: number;
-  /** Deliveries before an offer whose handler keeps failing is terminated (default 5). */
+  /** Deliveries before an offer whose handler keeps failing is terminated (default 5; a whole number from 1 to 1 000). */
   maxDeliver?: number;
-  /** Delays between redeliveries of a failed offer, ms (default 1 s, 5 s, 15 s, 30 s). */
+  /** Delays between redeliveries of a failed offer, ms (default 1 s, 5 s, 15 s, 30 s; at least one, each a whole number from 0). */
   backoffMs?: number[];
   /**
    * Told what goes wrong outside a handler, always an error with a stable `code`: `OfferPullError`
-   * (`offer_pull_failed`: pulling failed for now, the SDK keeps retrying), `LedgerCommandError`
-   * (the ledger refused to open the durable again), `EventStoreError` (`store_error`),
-   * `OfferTerminatedError` (`offer_terminated`), and once, as the subscription ends, the
+   * (`offer_pull_failed`: pulling failed for now, the SDK keeps retrying; every failure of the pull
+   * loop, the server's and the event store's included, with its cause), `LedgerCommandError`
+   * (the ledger refused to open the durable again), `OfferTerminatedError` (`offer_terminated`),
+   * `OfferUnsettledError` (`offer_unsettled`: a handler returned without settling its offer,
+   * once per offer), and once, as the subscription ends, the
    * `ConnectionClosed` (`connection_closed`) of a connection the NATS client gave up on for good
    * (credentials revoked, expired, refused on reconnect). Default: console.error.
    */
   onError?: (error: unknown) => void;
+  /**
+   * Told once each time this subscription finds the agent's offers durable gone (deleted through
+   * the JetStream API, lost with a server's state), with an `OfferPullError` (`code`
+   * `offer_pull_failed`, `reason` `consumer_lost`, `durable`; `natsCode` `409` and the server's
+   * `PullEndedError` as `cause` when an open pull was ended by the deletion — the same error
+   * `onError` gets —, else `natsCode` null). The SDK has the ledger open the durable again from
+   * where this agent's acknowledgements got to (`open_offers`, `start_after_seq`): nothing
+   * acknowledged is delivered again, nothing after it is skipped, and offers flow on by themselves.
+   * The loss is told as soon as it is seen (the pull's end, or the first attempt to open the durable
+   * again), once however many attempts that takes (a refusal of one goes to `onError`); a later
+   * deletion is told again. Called synchronously; a listener that throws (or returns a promise that
+   * rejects) is reported with `console.error` and breaks nothing. Default: a `console.warn` of the
+   * error's message (the SDK has no logger of its own).
+   */
+  onConsumerLost?: (error: OfferPullError) => void | Promise<void>;
 }
 
 /** How long `subscription.stop()` / `agent.close()` waits for the handlers in flight, by default (ms). */
@@ -284,7 +357,10 @@ export interface BatonAgent {
    * durable (the `open_offers` command, idempotent; its filter is pinned to this agent's offers);
    * the SDK then only pulls and acknowledges, and calls `onOffer` for each offer (see
    * {@link HandoffsOptions}).
-   * @throws LedgerCommandError when the ledger refuses or cannot open the durable.
+   * @throws InvalidInputError (`schema_violation`, `.rejection.issues` naming the option; nothing
+   *   sent) for a numeric option out of its range (`concurrency` 0, `ackWaitMs` below 1 000…);
+   *   LedgerCommandError when the ledger refuses or cannot open the durable; the closed-connection
+   *   error (`connection_closed`) once the client is closed.
    */
   handoffs(options: HandoffsOptions): Promise<OfferSubscription>;
   /**
@@ -297,10 +373,12 @@ export interface BatonAgent {
   /**
    * Resolves once this client's connection is closed: with the typed `ConnectionClosed`
    * (`connection_closed`, `.reason` `credentials_revoked`, `credentials_expired`,
-   * `credentials_refused`, `reconnects_exhausted`, `error`) when the NATS client gave up on it for
-   * good — everything on it fails from then on and the client is of no further use: exit, or make
-   * a new one with good credentials —, with `undefined` for a close on purpose (`close()`, or the
-   * owner of a shared handle). Its offer subscriptions stop by themselves then.
+   * `credentials_refused`, `reconnects_exhausted`, `error`; a revoked agent's is always
+   * `credentials_revoked`, whichever server refused it: see the README's "Revoked credentials")
+   * when the NATS client gave up on it for good — everything on it fails from then on and the
+   * client is of no further use: exit, or make a new one with good credentials —, with `undefined`
+   * for a close on purpose (`close()`, or the owner of a shared handle). Its offer subscriptions
+   * stop by themselves then.
    */
   readonly closed: Promise<ConnectionClosed | undefined>;
   /**
@@ -321,7 +399,11 @@ export interface BatonAgent {
   /**
    * Stop every offer subscription (as `subscription.stop(options)`: their signals aborted, waiting
    * at most `timeoutMs` for the handlers in flight), then drain the connection if the client
-   * opened it. Resolves with every offer left unfinished.
+   * opened it. Resolves with every offer left unfinished. From then on (once the subscriptions have
+   * stopped) every publish of the client (`publishResult`, `offer.finish`, `startRun`,
+   * `sendMessage`, the mesh publisher's) and `handoffs()` throw the closed-connection error at once,
+   * nothing sent: an `EventStoreError` with code `connection_closed` (the `ConnectionClosed` itself
+   * when the connection was closed for good), never a `store_error`.
    */
   close(options?: StopOptions): Promise<StopOutcome>;
 }
@@ -460,17 +542,57 @@ async function within(work: Promise<unknown>, ms: number): Promise<boolean> {
   }
 }
 
-/** A raw NATS client error from the pull loop, typed ({@link OfferPullError}); the SDK's and the event store's own errors as they are. */
+/**
+ * A failure of the pull loop, typed: an {@link OfferPullError} (its cause kept) for the NATS
+ * client's own errors, a pull the server ended (503: nothing relays or serves it; 409: the durable
+ * was deleted under it) and any other `store_error` of the event store; the SDK's own errors (the
+ * ledger's refusal to open the durable again) and the event store's typed ones as they are.
+ */
 function typedPullError(durable: string, error: unknown): unknown {
-  if (error instanceof BatonSdkError || error instanceof EventStoreError) return error;
-  const code = (error as { code?: unknown } | null)?.code;
+  if (error instanceof PullEndedError) {
+    const reason = error.status.code === 503 ? 'unavailable' : 'consumer_lost';
+    return new OfferPullError(durable, { cause: error, reason, natsCode: String(error.status.code) });
+  }
+  if (error instanceof BatonSdkError) return error;
+  if (error instanceof EventStoreError && error.code !== EventStoreErrorCode.storeError) return error;
+  // An event store's store_error says what the client raised in its cause.
+  const raw = error instanceof EventStoreError ? error.cause : error;
+  const code = (raw as { code?: unknown } | null | undefined)?.code;
   const natsCode = typeof code === 'string' || typeof code === 'number' ? String(code) : null;
-  const reason = isNoResponders(error) ? 'unavailable' : isTimeout(error) ? 'timeout' : 'error';
+  const reason = isNoResponders(raw) ? 'unavailable' : isTimeout(raw) ? 'timeout' : 'error';
   return new OfferPullError(durable, { cause: error, reason, natsCode });
+}
+
+/**
+ * How a subscription tells a lost offers durable: the agent's `onConsumerLost` (what it throws or
+ * rejects with reported, never thrown into the pull loop), or a warning.
+ */
+function consumerLostListener(listener: HandoffsOptions['onConsumerLost']): (error: OfferPullError) => void {
+  if (listener === undefined) return (error) => console.warn(`[baton sdk] ${error.message}`);
+  const threw = (error: unknown): void => console.error(`[baton sdk] onConsumerLost threw: ${(error as Error)?.message ?? String(error)}`);
+  return (error) => {
+    try {
+      void Promise.resolve(listener(error)).catch(threw);
+    } catch (thrown) {
+      threw(thrown);
+    }
+  };
 }
 
 /** A client's options checked before it connects: ids a subject can carry, a request timeout that means something. */
 const ClientIdentitySchema = z.object({ project: ProjectIdSchema, agent: AgentNameSchema });
+
+/**
+ * The numbers `handoffs()` takes, checked before anything is sent (a `concurrency` of 0 would
+ * otherwise run one handler as if nothing was said): `ackWaitMs` within the ledger's bounds for
+ * `open_offers`, `maxDeliver` within those of the give-up a termination sends (`deliveries`).
+ */
+const HandoffsNumbersSchema = z.object({
+  concurrency: z.number().int().min(1).optional(),
+  ackWaitMs: OpenOffersCommandSchema.shape.ack_wait_ms,
+  maxDeliver: GiveUpOfferCommandSchema.shape.deliveries.optional(),
+  backoffMs: z.array(z.number().int().min(0)).min(1).optional(),
+});
 
 /**
  * Connect (or adopt `options.nats`) and return a {@link BatonAgent} for one agent of one project.
@@ -554,6 +676,10 @@ class NatsBatonAgent implements BatonAgent {
   private readonly stopConnectionListener: () => void;
   /** Set once `close()` let go of a shared handle: the client reads no more of its events. */
   private detached = false;
+  /** This agent's refused-result notices (`onResultRefused`), null when nobody listens. */
+  private readonly refusals: { unsubscribe(): void } | null;
+  /** Set by `close()` once its subscriptions have stopped: the client takes no more calls. */
+  private shut = false;
 
   /** Tells this client's claims from another replica's of the same agent (see the claim key in `offers.ts`). */
   private readonly instance = randomBytes(6).toString('hex');
@@ -595,6 +721,32 @@ class NatsBatonAgent implements BatonAgent {
             onListenerError: (error, event) =>
               console.error(`[baton sdk] onConnection threw on a ${event.kind} event: ${(error as Error)?.message ?? String(error)}`),
           });
+    this.refusals = options.onResultRefused === undefined ? null : this.listenForRefusals(options.onResultRefused);
+  }
+
+  /**
+   * Hear the router's refusals of this agent's results and mesh turns on its own
+   * `<agent inbox>.refused` (a core subscription: only this agent's credentials may read it). A
+   * notice that does not parse, or names another project or agent, is ignored.
+   */
+  private listenForRefusals(listener: (refusal: ResultRefusal) => void | Promise<void>): { unsubscribe(): void } {
+    const told = (error: unknown): void => console.error(`[baton sdk] onResultRefused threw: ${(error as Error)?.message ?? String(error)}`);
+    return this.nats.connection.subscribe(resultRefusedSubject(this.prefix, this.project, this.agent), {
+      callback: (error, msg) => {
+        if (error !== null) return;
+        const parsed = parseUntrustedJson(textDecoder.decode(msg.data), Limits.maxMessageBytes);
+        const notice = parsed.ok ? ResultRefusedSchema.safeParse(parsed.value) : null;
+        if (notice?.success !== true || notice.data.project !== this.project || notice.data.agent !== this.agent) return;
+        const n = notice.data;
+        const msgId = n.of === 'turn' ? MsgIds.meshResult(n.project, n.workflow_run_id, n.result_id) : MsgIds.result(n.project, n.workflow_run_id, n.result_id);
+        const refusal: ResultRefusal = { ...n, code: n.code as ResultRefusalCode, publishedHere: this.sent.has(msgId) };
+        try {
+          void Promise.resolve(listener(refusal)).catch(told);
+        } catch (thrown) {
+          told(thrown);
+        }
+      },
+    });
   }
 
   connectionEvents(options: ConnectionEventsOptions = {}): AsyncIterableIterator<ConnectionEvent> {
@@ -648,6 +800,18 @@ class NatsBatonAgent implements BatonAgent {
         issues: unnamed.map((path) => ({ path, message: 'required: the claim this result answers under', code: ResultClaimCode.claimRequired })),
       });
     }
+    // No self re-entry (docs/routing.md rule 7): the router ignores a call of the agent itself, so
+    // the agent's decision would silently be something else — refused here, where the SDK knows
+    // who is publishing. The decision as the router reads it: the typed one, else the body's sentinel.
+    const signal = decisionSignalOf(result);
+    if (signal.kind === 'config' && signal.config.function_call?.agent_name === this.agent) {
+      const path = signal.source === 'typed' ? 'decision.function_call.agent_name' : 'body';
+      throw new InvalidInputError('agent result', {
+        code: RejectionCode.schemaViolation,
+        message: `${path}: the decision calls ${this.agent}, the agent publishing it; the router ignores a call of the agent itself (no self re-entry) — to run it again, decide loop; to go on, advance or call another agent`,
+        issues: [{ path, message: `calls the publishing agent itself ('${this.agent}')`, code: SdkErrorCode.selfCall }],
+      });
+    }
     return this.publish(
       AgentSubjects.result(this.prefix, this.project, this.agent),
       result,
@@ -679,19 +843,49 @@ class NatsBatonAgent implements BatonAgent {
   }
 
   async handoffs(options: HandoffsOptions): Promise<OfferSubscription> {
+    const numbers = HandoffsNumbersSchema.safeParse({
+      concurrency: options.concurrency,
+      ackWaitMs: options.ackWaitMs,
+      maxDeliver: options.maxDeliver,
+      backoffMs: options.backoffMs,
+    });
+    if (!numbers.success) throw new InvalidInputError('offer subscription options', rejectionFromZod(numbers.error));
     // The ledger provisions the durable (agents may not create consumers), then this process only
     // pulls from it and acknowledges.
     const ackWait = options.ackWaitMs !== undefined ? { ack_wait_ms: options.ackWaitMs } : {};
-    if (this.ended?.closed !== undefined) throw this.ended.closed;
+    const closed = this.closedError('an offer subscription');
+    if (closed !== null) throw closed;
     const opened = await this.ledger.openOffers(this.project, ackWait);
     if (!opened.ok) throw new LedgerCommandError('open_offers', '', opened.error);
     const { stream, durable } = opened;
     const report = options.onError ?? ((e: unknown) => console.error(`[baton sdk] ${(e as Error).message}`));
+    const consumerLost = consumerLostListener(options.onConsumerLost);
     /** The connection is gone: its close is told once, typed, never the client's CONNECTION_CLOSED of each pull after it. */
     let gone = false;
+    /** A loss of the durable was told and the runner has not yet had it opened again: its attempts tell nothing more. */
+    let lossTold = false;
     const pullFailed = (error: unknown): void => {
       if (gone || this.nats.connection.isClosed() || hasNatsCode(error, 'CONNECTION_CLOSED')) return;
-      report(typedPullError(durable, error));
+      const typed = typedPullError(durable, error);
+      report(typed);
+      if (typed instanceof OfferPullError && typed.reason === 'consumer_lost') {
+        // Every pull ended by the durable's deletion is a loss (another replica may have had it
+        // opened again before this one looked: this runner then never re-opens it itself).
+        lossTold = true;
+        consumerLost(typed);
+      }
+    };
+    /** The runner found the durable missing and had the ledger open it again (`recreated`), or failed to (`failed`, retried). */
+    const durableLost = (event: ConsumerLostEvent): void => {
+      if (gone) return;
+      if (!lossTold) {
+        const said =
+          event.outcome === 'failed'
+            ? event.error
+            : new Error(`the offers durable ${durable} was not found on ${stream}; the ledger opened it again after stream sequence ${event.ackFloor}`);
+        consumerLost(new OfferPullError(durable, { cause: said, reason: 'consumer_lost', natsCode: null }));
+      }
+      lossTold = event.outcome === 'failed';
     };
     /** Give-ups still being told to the ledger: `stop` waits for them. */
     const givingUp = new Set<Promise<void>>();
@@ -702,6 +896,7 @@ class NatsBatonAgent implements BatonAgent {
       ledger: this.ledger,
       publishResult: (result, trace) => this.publishResult(result, trace),
       onOffer: options.onOffer,
+      warn: report,
     });
     // The ledger says at once when a claim of this agent is taken away (a core message under this
     // agent's inbox, which only it reads): the offer working under it confirms with a heartbeat.
@@ -744,6 +939,7 @@ class NatsBatonAgent implements BatonAgent {
       // again by the ledger from the reader's ack floor, and an offer given up on is terminated
       // (its handoff stays with the ledger: a give-up it is told of, or the lease, decides).
       deadLetters: false,
+      onConsumerLost: durableLost,
       recreateConsumer: async (afterSeq) => {
         const again = await this.ledger.openOffers(this.project, { ...ackWait, start_after_seq: afterSeq });
         if (!again.ok) throw new LedgerCommandError('open_offers', '', again.error);
@@ -794,8 +990,15 @@ class NatsBatonAgent implements BatonAgent {
   meshPublisher(): MeshPublisher {
     // Like startRun: on the agent's subject unless the client publishes as the project (credentials
     // issued before the agent-named subjects allow only the shared one).
+    const js = this.nats.js;
     return {
-      js: this.nats.js,
+      // Through the client's closed check, as its own publishes.
+      js: {
+        publish: (subject, data, opts) => {
+          const closed = this.closedError(`the message for ${subject}`);
+          return closed !== null ? Promise.reject(closed) : js.publish(subject, data, opts);
+        },
+      },
       prefix: this.prefix,
       sent: this.sent,
       ...(this.publishesAs === 'agent' ? { agent: this.agent } : {}),
@@ -806,8 +1009,15 @@ class NatsBatonAgent implements BatonAgent {
 
   async close(options?: StopOptions): Promise<StopOutcome> {
     const timeoutMs = stopBound(options?.timeoutMs);
+    try {
+      this.refusals?.unsubscribe();
+    } catch {
+      // A closed connection has no subscription left to end.
+    }
     const live = [...this.subscriptions];
     const outcomes = await Promise.all(live.map(([subscription]) => subscription.stop({ timeoutMs })));
+    // The handlers in flight had their chance to finish: from here on the client takes no calls.
+    this.shut = true;
     // Handlers the stop gave up on settle nothing once the connection is drained (DeliveredMessage).
     // Its own connection's readers hear `closed` and end; a shared one's stop reading it here.
     if (this.ownsConnection) await this.nats.drain();
@@ -820,12 +1030,44 @@ class NatsBatonAgent implements BatonAgent {
     return { unfinished: outcomes.flatMap((outcome) => outcome.unfinished) };
   }
 
+  /**
+   * The one check of a closed client: null while it is open, else the error a call made now fails
+   * with, `what` (nothing sent) — the `ConnectionClosed` of a connection the NATS client gave up on
+   * for good, or an `EventStoreError` `connection_closed` once `close()` stopped this client (or the
+   * owner of its shared handle closed it). Never the `store_error` the NATS client's own
+   * CONNECTION_CLOSED would become.
+   */
+  private closedError(what: string): EventStoreError | null {
+    if (this.ended?.closed !== undefined) return this.ended.closed;
+    if (!this.shut && this.ended === null && !this.nats.connection.isClosed()) return null;
+    return new EventStoreError(`this client is closed (agent.close(), or its shared connection was closed): ${what} was not sent; make a new client to go on`, {
+      code: EventStoreErrorCode.connectionClosed,
+    });
+  }
+
   private async publish(subject: string, body: object, msgId: string, trace?: HopTrace): Promise<PublishReceipt> {
+    const closed = this.closedError(`the message for ${subject}`);
+    if (closed !== null) throw closed;
     // Carry the trace the call continues (an offer's finish: the run's), else the caller's (or
     // start one), so the run can be followed from this result to the operator's inbox item across
     // every service.
     const headers = headersFrom(trace !== undefined ? hopTraceHeaders(trace) : traceHeaders({ startIfMissing: true }));
     const to = this.edge ? edgeSubjectOf(this.prefix, subject) : subject;
-    return publishOnce(this.nats.js, this.sent, to, textEncoder.encode(JSON.stringify(body)), msgId, headers, messageIdentity(body), this.retry, this.edge);
+    try {
+      return await publishOnce(
+        this.nats.js,
+        this.sent,
+        to,
+        textEncoder.encode(JSON.stringify(body)),
+        msgId,
+        headers,
+        messageIdentity(body),
+        this.retry,
+        this.edge,
+      );
+    } catch (error) {
+      // Closed while it was being sent: said as a closed client, not as a failure of the server.
+      throw this.closedError(`the message for ${subject}`) ?? error;
+    }
   }
 }

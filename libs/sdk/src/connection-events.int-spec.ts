@@ -1,13 +1,13 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { once } from 'node:events';
-import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { connect as netConnect, createServer } from 'node:net';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Principals } from '@baton/contracts';
 import { ensureServiceCreds, issueCreds, openDeployment, revokeUsers, writeServerConfig } from '@baton/eventstore';
 import { waitFor } from '@baton/wait';
+// Test only: the private nats-servers every project's specs share (not part of @baton/eventstore's API).
+// eslint-disable-next-line @nx/enforce-module-boundaries
+import { freePort, startNatsServer, type PrivateNatsServer } from '../../eventstore/src/int/servers';
 import { ConnectionClosed, connectNats, createBatonClient, type BatonAgent, type ConnectionEvent, type NatsHandle } from './index';
 
 /*
@@ -18,55 +18,6 @@ import { ConnectionClosed, connectNats, createBatonClient, type BatonAgent, type
  */
 
 const P = 'shop';
-
-/** A free loopback port below the kernel's ephemeral range (one a client socket cannot take while the server is down). */
-async function freePort(): Promise<number> {
-  const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const port = 10_000 + Math.floor(Math.random() * Math.max(1_000, low - 10_000));
-    const server = createServer();
-    const ok = await new Promise<boolean>((resolve) => {
-      server.once('listening', () => resolve(true));
-      server.once('error', () => resolve(false));
-      server.listen(port, '127.0.0.1');
-    });
-    if (ok) {
-      server.close();
-      await once(server, 'close');
-      return port;
-    }
-  }
-  throw new Error('no free port');
-}
-
-async function listening(port: number): Promise<void> {
-  await waitFor(
-    () =>
-      new Promise<boolean>((resolve) => {
-        const socket = netConnect({ host: '127.0.0.1', port });
-        socket.once('connect', () => (socket.destroy(), resolve(true)));
-        socket.once('error', () => resolve(false));
-      }),
-    `nats-server listening on ${port}`,
-    { everyMs: 25 },
-  );
-}
-
-async function startServer(args: string[], port: number): Promise<{ child: ChildProcess; output: string[] }> {
-  const output: string[] = [];
-  const child = spawn('nats-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  child.stdout?.on('data', (chunk: Buffer) => output.push(chunk.toString()));
-  child.stderr?.on('data', (chunk: Buffer) => output.push(chunk.toString()));
-  await listening(port);
-  return { child, output };
-}
-
-async function stopServer(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = once(child, 'exit');
-  child.kill(signal);
-  await exited;
-}
 
 /** Read every event of an iterator into an array until it ends; resolves then. */
 function collect(events: AsyncIterable<ConnectionEvent>): { seen: ConnectionEvent[]; ended: Promise<void> } {
@@ -80,20 +31,17 @@ function collect(events: AsyncIterable<ConnectionEvent>): { seen: ConnectionEven
 const kinds = (events: ConnectionEvent[]) => events.map((event) => event.kind);
 
 describe('agent.connectionEvents() and onConnection (a nats-server of its own, stopped and started again on its port)', () => {
-  let port: number;
-  let server: ChildProcess;
+  let server: PrivateNatsServer;
   const clients: BatonAgent[] = [];
   const handles: NatsHandle[] = [];
-  const start = async () => (server = (await startServer(['-a', '127.0.0.1', '-p', String(port)], port)).child);
 
   beforeAll(async () => {
-    port = await freePort();
-    await start();
+    server = await startNatsServer();
   });
   afterAll(async () => {
     for (const client of clients) await client.close({ timeoutMs: 0 }).catch(() => undefined);
     for (const handle of handles) await handle.close().catch(() => undefined);
-    await stopServer(server, 'SIGKILL');
+    await server?.remove();
   });
 
   it('its own connection: every reader and the listener hear disconnected, reconnecting, reconnected (downMs); a throwing listener breaks nothing; close() ends with closed', async () => {
@@ -101,7 +49,7 @@ describe('agent.connectionEvents() and onConnection (a nats-server of its own, s
     const reported = jest.spyOn(console, 'error').mockImplementation(() => undefined);
     try {
       const agent = await createBatonClient({
-        natsUrl: `nats://127.0.0.1:${port}`,
+        natsUrl: server.url,
         prefix: `ce${randomBytes(4).toString('hex')}`,
         project: P,
         agent: 'coder',
@@ -114,18 +62,18 @@ describe('agent.connectionEvents() and onConnection (a nats-server of its own, s
       const first = collect(agent.connectionEvents());
       const second = collect(agent.connectionEvents());
 
-      await stopServer(server);
+      await server.stop();
       await waitFor(() => heard.some((event) => event.kind === 'reconnecting'), 'a reconnect attempt', { timeoutMs: 15_000 });
-      expect(heard[0]).toEqual({ kind: 'disconnected', server: `127.0.0.1:${port}`, at: expect.any(Number) });
-      expect(heard[1]).toEqual({ kind: 'reconnecting', server: `127.0.0.1:${port}`, attempt: 1, downMs: expect.any(Number), at: expect.any(Number) });
+      expect(heard[0]).toEqual({ kind: 'disconnected', server: `127.0.0.1:${server.port}`, at: expect.any(Number) });
+      expect(heard[1]).toEqual({ kind: 'reconnecting', server: `127.0.0.1:${server.port}`, attempt: 1, downMs: expect.any(Number), at: expect.any(Number) });
       await new Promise((resolve) => setTimeout(resolve, 1_000));
 
-      await start();
+      await server.start();
       await waitFor(() => heard.some((event) => event.kind === 'reconnected'), 'the reconnected event', { timeoutMs: 15_000 });
       const back = heard.find((event) => event.kind === 'reconnected');
       expect(back).toEqual({
         kind: 'reconnected',
-        server: `127.0.0.1:${port}`,
+        server: `127.0.0.1:${server.port}`,
         downMs: expect.any(Number),
         attempts: expect.any(Number),
         at: expect.any(Number),
@@ -153,7 +101,7 @@ describe('agent.connectionEvents() and onConnection (a nats-server of its own, s
   }, 45_000);
 
   it('a shared handle that gives up reconnecting: every client on it hears closed with the typed ConnectionClosed (reconnects_exhausted); a client closed before hears nothing more', async () => {
-    const nats = await connectNats({ servers: `nats://127.0.0.1:${port}`, checkJetStream: false, maxReconnectAttempts: 2 });
+    const nats = await connectNats({ servers: server.url, checkJetStream: false, maxReconnectAttempts: 2 });
     handles.push(nats);
     const prefix = `ce${randomBytes(4).toString('hex')}`;
     const heardA: ConnectionEvent[] = [];
@@ -170,7 +118,7 @@ describe('agent.connectionEvents() and onConnection (a nats-server of its own, s
     expect(readB.seen).toEqual([]);
     expect(nats.connection.isClosed()).toBe(false);
 
-    await stopServer(server);
+    await server.stop();
     await readA.ended;
     expect(kinds(readA.seen)).toEqual(['disconnected', 'reconnecting', 'reconnecting', 'closed']);
     const closed = readA.seen[3];
@@ -181,15 +129,14 @@ describe('agent.connectionEvents() and onConnection (a nats-server of its own, s
     await waitFor(() => heardA.length === 4, 'the listener told closed');
     expect(heardA).toEqual(readA.seen);
     expect(heardB).toEqual([]);
-    await start();
+    await server.start();
   }, 30_000);
 });
 
 describe('onConnection across a credentials rotation and a revocation (an authenticated nats-server of its own, reloaded)', () => {
   const prefix = `ce${randomBytes(4).toString('hex')}`;
   let dir: string;
-  let server: ChildProcess | undefined;
-  let output: string[];
+  let server: PrivateNatsServer | undefined;
   let agent: BatonAgent | undefined;
 
   // Made here, not when the file loads: a run that filters this block out leaves no dir.
@@ -197,15 +144,9 @@ describe('onConnection across a credentials rotation and a revocation (an authen
     dir = mkdtempSync(join(tmpdir(), 'baton-sdk-connection-events-'));
   });
 
-  const reload = async () => {
-    const from = output.join('').length;
-    server?.kill('SIGHUP');
-    await waitFor(() => output.join('').slice(from).includes('Reloaded server configuration'), 'nats-server to reload its configuration');
-  };
-
   afterAll(async () => {
     await agent?.close({ timeoutMs: 0 }).catch(() => undefined);
-    if (server) await stopServer(server, 'SIGKILL');
+    await server?.remove();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
@@ -214,7 +155,7 @@ describe('onConnection across a credentials rotation and a revocation (an authen
     ensureServiceCreds(deployment);
     const port = await freePort();
     const conf = writeServerConfig(deployment, { listen: `127.0.0.1:${port}`, storeDir: join(dir, 'js') });
-    ({ child: server, output } = await startServer(['-c', conf], port));
+    server = await startNatsServer({ port, config: conf });
     // The agent's own copy of its credentials, where a rotation writes the new ones.
     const file = join(dir, 'coder.creds');
     const before = issueCreds(deployment, Principals.agent(P, 'coder'));
@@ -233,7 +174,7 @@ describe('onConnection across a credentials rotation and a revocation (an authen
     const after = issueCreds(deployment, Principals.agent(P, 'coder'));
     copyFileSync(after.file, file);
     revokeUsers(deployment, [before.userPublicKey]);
-    await reload();
+    await server.reload();
     await waitFor(() => heard.some((event) => event.kind === 'reconnected'), 'reconnected with the rotated credentials', { timeoutMs: 20_000 });
     const ended = heard.find((event) => event.kind === 'server_error');
     expect(ended).toEqual({
@@ -248,7 +189,7 @@ describe('onConnection across a credentials rotation and a revocation (an authen
 
     const seen = heard.length;
     revokeUsers(deployment, [after.userPublicKey]);
-    await reload();
+    await server.reload();
     const closed = await agent.closed;
     expect(closed).toBeInstanceOf(ConnectionClosed);
     expect(closed).toMatchObject({ reason: 'credentials_revoked' });

@@ -31,6 +31,9 @@ export const decisions = {
   /**
    * Call another agent (`function_call: call_agent`). With `callback`, control returns to that
    * agent when the callee finishes with no action of its own (the callback is advance-only).
+   * `name` may not be the agent that publishes the result: the router ignores a call of the agent
+   * itself (no self re-entry, docs/routing.md rule 7), so `publishResult` and `offer.finish` refuse
+   * it before sending (`InvalidInputError`, `code` `self_call`); `loop` runs the same agent again.
    */
   callAgent(name: string, callback?: string): AgentRunConfig {
     return checked({

@@ -1,20 +1,101 @@
-import { leadingCode, type EdgeRefusalIssue, type EdgeRefusalReason, type HandoffRecord, type Rejection } from '@baton/contracts';
+import {
+  EdgeRefusalReasons,
+  GovernanceErrorCode,
+  HandoffEndings,
+  leadingCode,
+  LedgerErrorCode,
+  RejectionCode,
+  type EdgeRefusalIssue,
+  type EdgeRefusalReason,
+  type HandoffEnding,
+  type HandoffRecord,
+  type Rejection,
+} from '@baton/contracts';
+import { HandoffErrorCode, ProjectControlErrorCode, ResultClaimCode, RunErrorCode } from '@baton/domain';
+
+/**
+ * The codes of the SDK's own errors: each class below carries one, and its `code` is typed as that
+ * one (`NotClaimedError['code']` is `'not_claimed'`). `sdk_error` is a {@link BatonSdkError} made
+ * without a code of its own; `self_call` is an {@link InvalidInputError}'s (a check of the SDK's own:
+ * a result whose decision calls the publishing agent itself).
+ */
+export const SdkErrorCode = {
+  sdkError: 'sdk_error',
+  notClaimed: 'not_claimed',
+  claimLost: 'claim_lost',
+  crossProjectResult: 'cross_project_result',
+  delegatedHandoff: 'delegated_handoff',
+  handoffHasNoRun: 'handoff_has_no_run',
+  completionHandback: 'completion_handback',
+  duplicateMessageId: 'duplicate_message_id',
+  messageIdReused: 'message_id_reused',
+  edgeUnavailable: 'edge_unavailable',
+  offerTerminated: 'offer_terminated',
+  offerUnsettled: 'offer_unsettled',
+  offerPullFailed: 'offer_pull_failed',
+  subscriptionStopping: 'subscription_stopping',
+  meshInvalid: 'mesh_invalid',
+  selfCall: 'self_call',
+} as const;
+export type SdkErrorCode = (typeof SdkErrorCode)[keyof typeof SdkErrorCode];
+
+/** The values of each object of a union of code objects (`keyof` of a union would keep only the keys they share). */
+type ValuesOf<T> = T extends unknown ? T[keyof T] : never;
+
+/** Where a ledger reply's code comes from: the handoff decider, the ledger itself (its access refusals and the client side's codes included), governance, project control, the input rejections. */
+const LEDGER_REPLY_CODE_SOURCES = [HandoffErrorCode, LedgerErrorCode, GovernanceErrorCode, ProjectControlErrorCode, RejectionCode] as const;
+
+/**
+ * Every code a ledger reply's error carries (docs/errors.md, section 2; a rejection's, section 1):
+ * the `code` of a {@link LedgerCommandError}. A ledger newer than this SDK could answer one it does
+ * not list: keep a `default` branch.
+ */
+export type LedgerReplyCode = ValuesOf<(typeof LEDGER_REPLY_CODE_SOURCES)[number]>;
+
+/**
+ * The checks of their own whose code an {@link InvalidInputError} carries instead of its
+ * rejection's: a run start naming nobody to notify, a result naming no claim, a result whose
+ * decision calls the publishing agent itself (`self_call`, the SDK's own check).
+ */
+const INVALID_INPUT_CHECK_CODES = [RunErrorCode.noNoticeRecipient, ResultClaimCode.claimRequired, SdkErrorCode.selfCall] as const;
+
+/** The `code` of an {@link InvalidInputError}: a rejection code, or the code of the check that refused it. */
+export type InvalidInputCode = RejectionCode | (typeof INVALID_INPUT_CHECK_CODES)[number];
+
+/**
+ * Every code a {@link BatonSdkError} carries: the SDK's own ({@link SdkErrorCode}), an invalid
+ * input's ({@link InvalidInputCode}), the ledger's ({@link LedgerReplyCode}) and the agent edge's
+ * reasons (`EdgeRefusalReason`). The event store's errors the SDK passes on carry an
+ * `EventStoreErrorCode` instead.
+ */
+export type BatonSdkErrorCode = SdkErrorCode | InvalidInputCode | LedgerReplyCode | EdgeRefusalReason;
+
+/** {@link BatonSdkErrorCode} at run time: every code a `BatonSdkError` may carry. */
+export const BatonSdkErrorCodes: ReadonlySet<BatonSdkErrorCode> = new Set<BatonSdkErrorCode>([
+  ...Object.values(SdkErrorCode),
+  ...INVALID_INPUT_CHECK_CODES,
+  ...LEDGER_REPLY_CODE_SOURCES.flatMap((codes) => Object.values(codes) as LedgerReplyCode[]),
+  ...EdgeRefusalReasons,
+]);
+
+const invalidInputCodes: ReadonlySet<string> = new Set<InvalidInputCode>([...Object.values(RejectionCode), ...INVALID_INPUT_CHECK_CODES]);
 
 /**
  * Base class of every error the SDK throws on purpose. `code` is stable — branch on it, never on
- * the message: `schema_violation` (and the other rejection codes) for {@link InvalidInputError},
- * the ledger's code for {@link LedgerCommandError}, `not_claimed`, `cross_project_result`, `duplicate_message_id`, `message_id_reused`,
- * `offer_terminated`, `offer_pull_failed`, `subscription_stopping`, `mesh_invalid`, and the agent edge's reasons for {@link EdgeRefusedError}. Publishes also throw the event store's errors
- * (`PublishTimeout`, `StreamNotFound`, `PermissionDenied`, … re-exported here), whose `code` is one
- * of `EventStoreErrorCode`; a connection closed for good is the event store's `ConnectionClosed`
- * (`connection_closed`).
+ * the message. It is typed: a {@link BatonSdkErrorCode} here, and each subclass narrows it to the
+ * codes it carries (`schema_violation` and the other rejection codes for {@link InvalidInputError},
+ * the ledger's for {@link LedgerCommandError}, the agent edge's reasons for {@link EdgeRefusedError},
+ * one of {@link SdkErrorCode} for each of the others), so a `switch` on it is checked by the
+ * compiler. Publishes also throw the event store's errors (`PublishTimeout`, `StreamNotFound`,
+ * `PermissionDenied`, … re-exported here), whose `code` is one of `EventStoreErrorCode`; a
+ * connection closed for good is the event store's `ConnectionClosed` (`connection_closed`).
  */
 export class BatonSdkError extends Error {
-  readonly code: string;
-  constructor(message: string, options?: { cause?: unknown; code?: string }) {
+  readonly code: BatonSdkErrorCode;
+  constructor(message: string, options?: { cause?: unknown; code?: BatonSdkErrorCode }) {
     super(message, options);
     this.name = 'BatonSdkError';
-    this.code = options?.code ?? 'sdk_error';
+    this.code = options?.code ?? SdkErrorCode.sdkError;
   }
 }
 
@@ -24,13 +105,16 @@ export class BatonSdkError extends Error {
  * every offending field, in the shape the services use.
  */
 export class InvalidInputError extends BatonSdkError {
+  declare readonly code: InvalidInputCode;
   constructor(
     readonly what: string,
     readonly rejection: Rejection,
   ) {
     // The first issue's own code when its check has one (a start with nobody to notify is
-    // `no_notice_recipient`), as the router and the CLI report it: one code for one refusal.
-    super(`invalid ${what}: ${rejection.message}`, { code: leadingCode(rejection) });
+    // `no_notice_recipient`), as the router and the CLI report it: one code for one refusal. A
+    // check's code this SDK does not know is left for the rejection's.
+    const own = leadingCode(rejection);
+    super(`invalid ${what}: ${rejection.message}`, { code: invalidInputCodes.has(own) ? (own as InvalidInputCode) : rejection.code });
     this.name = 'InvalidInputError';
   }
 }
@@ -49,6 +133,7 @@ export interface LedgerErrorBody {
  * command gets the same answer. `handoffId` is empty for `open_offers` (no handoff).
  */
 export class LedgerCommandError extends BatonSdkError {
+  declare readonly code: LedgerReplyCode;
   readonly kind: string;
   readonly details: Record<string, unknown> | undefined;
   constructor(
@@ -56,7 +141,10 @@ export class LedgerCommandError extends BatonSdkError {
     readonly handoffId: string,
     error: LedgerErrorBody,
   ) {
-    super(`ledger refused ${command}${handoffId !== '' ? ` on handoff ${handoffId}` : ''}: ${error.code}: ${error.message}`, { code: error.code });
+    // The code as the ledger sent it (a newer ledger's too: not rewritten).
+    super(`ledger refused ${command}${handoffId !== '' ? ` on handoff ${handoffId}` : ''}: ${error.code}: ${error.message}`, {
+      code: error.code as LedgerReplyCode,
+    });
     this.name = 'LedgerCommandError';
     this.kind = error.kind;
     this.details = error.details;
@@ -64,28 +152,150 @@ export class LedgerCommandError extends BatonSdkError {
 }
 
 /**
- * A claim-bound helper (heartbeat, return, release, fail, finish) was called on an offer this agent
- * holds no claim on: never claimed, or its claim already given up by this offer's own `return`,
- * `release` or `fail` (`endedBy`), or lost as a refused heartbeat said (`lostBy`). Nothing was sent.
+ * Why a claim was lost while its handoff stays open — claiming it again can work, once the handoff
+ * is offered again: `lease_expired` (the lease ran out before the heartbeat; the watchdog requeues
+ * it), `handoff_requeued` (the lease ran out and the watchdog requeued it: pending, offered again),
+ * `stale_claim` (requeued and claimed again since: another claim holds it now).
+ */
+export const ClaimLostOpen = ['lease_expired', 'handoff_requeued', 'stale_claim'] as const;
+
+/**
+ * Why a claim was lost because its handoff ended (or was returned for review): claiming it again
+ * never works. The ledger's refusal names it (`details.ended`, `HandoffEndings`): `deadline_passed`,
+ * `handoff_escalated` (its retry cap reached), `handoff_failed`, `handoff_abandoned`,
+ * `handoff_released`, `handoff_completed`, `handoff_returned`, `handoff_archived`.
+ */
+export const ClaimLostEnded: readonly HandoffEnding[] = HandoffEndings;
+
+/**
+ * Why an offer's claim is lost, from the ledger's refusal of its heartbeat (its code and
+ * `details`, never its words): one of {@link ClaimLostOpen}, one of {@link ClaimLostEnded}, or
+ * `claim_refused` — any other refusal (`not_the_claimer`, an access refusal…; `.refusal` says which).
+ */
+export type ClaimLostBy = (typeof ClaimLostOpen)[number] | HandoffEnding | 'claim_refused';
+
+const OPEN_LOSSES: ReadonlySet<string> = new Set(ClaimLostOpen);
+const ENDINGS: ReadonlySet<string> = new Set(HandoffEndings);
+/** A ledger older than `details.ended` names only the status: how each ended status reads then. */
+const ENDED_STATUSES: Readonly<Record<string, HandoffEnding>> = {
+  failed: 'handoff_failed',
+  abandoned: 'handoff_abandoned',
+  released: 'handoff_released',
+  completed: 'handoff_completed',
+  returned: 'handoff_returned',
+  archived: 'handoff_archived',
+};
+
+/**
+ * Why the claim is lost, as the ledger's refusal of a heartbeat says it: its `lease_expired` and
+ * `stale_claim` as they are; `details.ended` when the handoff ended (an ending this SDK does not
+ * know yet still reads as ended: `handoff_failed` for a failure, else by `details.status`); a
+ * handoff `pending` again (`details.status`) was requeued; anything else is `claim_refused`.
+ */
+export function claimLostBy(refusal: { code: string; details?: Record<string, unknown> | undefined }): ClaimLostBy {
+  if (refusal.code === 'lease_expired' || refusal.code === 'stale_claim') return refusal.code;
+  const ended = refusal.details?.['ended'];
+  if (typeof ended === 'string' && ENDINGS.has(ended)) return ended as HandoffEnding;
+  const status = refusal.details?.['status'];
+  if (typeof status === 'string' && Object.prototype.hasOwnProperty.call(ENDED_STATUSES, status)) return ENDED_STATUSES[status] as HandoffEnding;
+  if (status === 'pending' && refusal.code === 'handoff_not_claimed') return 'handoff_requeued';
+  return 'claim_refused';
+}
+
+/** True when the claim was lost because its handoff ended: claiming it again never works. */
+export function isHandoffEnded(lostBy: ClaimLostBy): boolean {
+  return lostBy !== 'claim_refused' && !OPEN_LOSSES.has(lostBy);
+}
+
+/** How each loss reads in a message. */
+const LOSS_TEXT: Readonly<Record<ClaimLostBy, string>> = {
+  lease_expired: 'its lease ran out (the watchdog requeues the handoff)',
+  handoff_requeued: 'its lease ran out and the watchdog requeued the handoff',
+  stale_claim: 'the handoff was requeued and claimed again since (another claim holds it)',
+  deadline_passed: 'the handoff passed its deadline and failed',
+  handoff_escalated: 'the handoff reached its retry cap and was escalated',
+  handoff_failed: 'the handoff was failed',
+  handoff_abandoned: 'the handoff was abandoned',
+  handoff_released: 'the handoff was released',
+  handoff_completed: 'the handoff was completed',
+  handoff_returned: 'the handoff was returned for review',
+  handoff_archived: 'the handoff was archived',
+  claim_refused: 'the ledger refused it',
+};
+
+/** What to do about a loss, in a message: an ended handoff has nothing to claim again. */
+function lossAdvice(lostBy: ClaimLostBy): string {
+  if (isHandoffEnded(lostBy)) return 'the handoff has ended: there is nothing to claim again, drop the work';
+  if (lostBy === 'claim_refused') return 'stop the work';
+  return 'stop the work; claim() it again once it is offered again';
+}
+
+/**
+ * The `reason` an offer's `signal` is aborted with when its claim is lost: a heartbeat (automatic,
+ * sent at once on the ledger's claim-withdrawn notice, or the handler's own) was refused.
+ * `lostBy` says why from the ledger's refusal (`.refusal`, also the `cause`): the handoff is still
+ * open ({@link ClaimLostOpen}: claiming it again can work once it is offered again) or has ended
+ * ({@link ClaimLostEnded}: `deadline_passed`, `handoff_abandoned`…; `handoffEnded` true — never
+ * claim it again). Stop the work either way: someone else may hold it now, or no one will. `code`
+ * is stable: `claim_lost`.
+ */
+export class ClaimLostError extends BatonSdkError {
+  declare readonly code: typeof SdkErrorCode.claimLost;
+  readonly lostBy: ClaimLostBy;
+  /** True when the handoff ended (or was returned): claiming it again never works. */
+  readonly handoffEnded: boolean;
+  constructor(
+    readonly handoffId: string,
+    /** The ledger's refusal of the heartbeat. */
+    readonly refusal: LedgerCommandError,
+  ) {
+    const lostBy = claimLostBy(refusal);
+    super(`the claim on handoff ${handoffId} is lost: ${LOSS_TEXT[lostBy]} (the ledger answered ${refusal.code}); ${lossAdvice(lostBy)}`, {
+      cause: refusal,
+      code: SdkErrorCode.claimLost,
+    });
+    this.name = 'ClaimLostError';
+    this.lostBy = lostBy;
+    this.handoffEnded = isHandoffEnded(lostBy);
+  }
+}
+
+/**
+ * The helper that settled an offer's claim: `finish` (its result acknowledged by the stream),
+ * `return`, `release`, `fail` or `decide` (accepted by the ledger). Once one has, the claim is no
+ * longer this offer's to settle again: only the same ending again (its retry) is sent.
+ */
+export type OfferEnding = 'finish' | 'return' | 'release' | 'fail' | 'decide';
+
+/**
+ * A claim-bound helper (heartbeat, return, release, fail, decide, finish) was called on an offer
+ * this agent holds no claim on: never claimed, or its claim already settled by this offer's own
+ * `finish`, `return`, `release`, `fail` or `decide` (`endedBy`; a second `finish` under another
+ * `result_id` included), or lost as a refused heartbeat said (`lostBy`, `handoffEnded`: see
+ * {@link ClaimLostError}). Nothing was sent.
  */
 export class NotClaimedError extends BatonSdkError {
+  declare readonly code: typeof SdkErrorCode.notClaimed;
+  /** True when the claim was lost because the handoff ended (`lostBy` one of {@link ClaimLostEnded}): claiming it again never works. */
+  readonly handoffEnded: boolean;
   constructor(
     readonly handoffId: string,
     action: string,
-    /** The helper that already ended this offer's claim (`return`, `release`, `fail`), if any. */
-    readonly endedBy: 'return' | 'release' | 'fail' | 'decide' | null = null,
-    /** The code of the heartbeat refusal that said the claim is lost (`lease_expired`, `stale_claim`…), if that is why. */
-    readonly lostBy: string | null = null,
+    /** The helper that already settled this offer's claim (`finish`, `return`, `release`, `fail`, `decide`), if any. */
+    readonly endedBy: OfferEnding | null = null,
+    /** Why a refused heartbeat said the claim is lost (`lease_expired`, `deadline_passed`, `handoff_abandoned`…), if that is why. */
+    readonly lostBy: ClaimLostBy | null = null,
   ) {
     super(
       endedBy !== null
         ? `cannot ${action} handoff ${handoffId}: this offer already ended its claim (${endedBy}); nothing was sent`
         : lostBy !== null
-          ? `cannot ${action} handoff ${handoffId}: its claim is lost (a heartbeat was refused: ${lostBy}); claim() it again; nothing was sent`
+          ? `cannot ${action} handoff ${handoffId}: its claim is lost — ${LOSS_TEXT[lostBy]}; nothing was sent; ${lossAdvice(lostBy)}`
           : `cannot ${action} handoff ${handoffId}: claim() it first`,
-      { code: 'not_claimed' },
+      { code: SdkErrorCode.notClaimed },
     );
     this.name = 'NotClaimedError';
+    this.handoffEnded = lostBy !== null && isHandoffEnded(lostBy);
   }
 }
 
@@ -99,6 +309,7 @@ export class NotClaimedError extends BatonSdkError {
  * `code` is stable: `cross_project_result`.
  */
 export class CrossProjectResultError extends BatonSdkError {
+  declare readonly code: typeof SdkErrorCode.crossProjectResult;
   constructor(
     readonly handoffId: string,
     readonly project: string,
@@ -107,7 +318,7 @@ export class CrossProjectResultError extends BatonSdkError {
   ) {
     super(
       `cannot finish handoff ${handoffId} with a run result: it is a cross-project handoff whose run${workflowRunId !== undefined ? ` ${workflowRunId}` : ''} belongs to project ${runProject}, not ${project}; end it through the ledger with return() (or release() / fail())`,
-      { code: 'cross_project_result' },
+      { code: SdkErrorCode.crossProjectResult },
     );
     this.name = 'CrossProjectResultError';
   }
@@ -121,10 +332,11 @@ export class CrossProjectResultError extends BatonSdkError {
  * `code` is stable: `handoff_has_no_run`.
  */
 export class NoRunResultError extends BatonSdkError {
+  declare readonly code: typeof SdkErrorCode.handoffHasNoRun;
   constructor(readonly handoffId: string) {
     super(
       `cannot finish handoff ${handoffId} with a run result: it belongs to no workflow run; end it through the ledger with return() (or release() / fail())`,
-      { code: 'handoff_has_no_run' },
+      { code: SdkErrorCode.handoffHasNoRun },
     );
     this.name = 'NoRunResultError';
   }
@@ -140,13 +352,14 @@ export class NoRunResultError extends BatonSdkError {
  * `delegated_handoff`.
  */
 export class DelegatedResultError extends BatonSdkError {
+  declare readonly code: typeof SdkErrorCode.delegatedHandoff;
   constructor(
     readonly handoffId: string,
     readonly workflowRunId: string,
   ) {
     super(
       `cannot finish handoff ${handoffId} with a result of run ${workflowRunId}: an agent delegated it, the router did not route it to this agent for the run; end it with return(report) (or release() / fail())`,
-      { code: 'delegated_handoff' },
+      { code: SdkErrorCode.delegatedHandoff },
     );
     this.name = 'DelegatedResultError';
   }
@@ -160,11 +373,12 @@ export class DelegatedResultError extends BatonSdkError {
  * `code` is stable: `completion_handback`.
  */
 export class HandbackResultError extends BatonSdkError {
+  declare readonly code: typeof SdkErrorCode.completionHandback;
   constructor(readonly handoffId: string) {
     super(
       `cannot finish handoff ${handoffId} with a run result: it is a completion handback to review; decide it with decide('accept') or decide('rework', note)`,
       {
-        code: 'completion_handback',
+        code: SdkErrorCode.completionHandback,
       },
     );
     this.name = 'HandbackResultError';
@@ -181,6 +395,7 @@ export class HandbackResultError extends BatonSdkError {
  * in `PublishTimeout` gets this error too — then the stored message is that very one.
  */
 export class DuplicateMessageError extends BatonSdkError {
+  declare readonly code: typeof SdkErrorCode.duplicateMessageId;
   constructor(
     readonly msgId: string,
     readonly subject: string,
@@ -192,7 +407,7 @@ export class DuplicateMessageError extends BatonSdkError {
         'If an earlier process published this same message (a PublishTimeout before a restart), it is stored and this was its retry; ' +
         'otherwise another publisher took the id and this message was not stored (a new message needs a new id)',
       {
-        code: 'duplicate_message_id',
+        code: SdkErrorCode.duplicateMessageId,
       },
     );
     this.name = 'DuplicateMessageError';
@@ -207,6 +422,7 @@ export class DuplicateMessageError extends BatonSdkError {
  * the same content to retry, or a new id for a new message.
  */
 export class MessageIdReusedError extends BatonSdkError {
+  declare readonly code: typeof SdkErrorCode.messageIdReused;
   constructor(
     readonly msgId: string,
     readonly subject: string,
@@ -214,7 +430,7 @@ export class MessageIdReusedError extends BatonSdkError {
     super(
       `this client already published other content under message id ${msgId}: nothing was sent; retry with the same content, or use a new id for a new message`,
       {
-        code: 'message_id_reused',
+        code: SdkErrorCode.messageIdReused,
       },
     );
     this.name = 'MessageIdReusedError';
@@ -234,6 +450,7 @@ export class MessageIdReusedError extends BatonSdkError {
  * refused again. `detail` says why, in words.
  */
 export class EdgeRefusedError extends BatonSdkError {
+  declare readonly code: EdgeRefusalReason;
   readonly reason: EdgeRefusalReason;
   readonly detail: string;
   /** The fields a body was refused for (path, message, the check's own code when it has one); empty for the other refusals. */
@@ -263,6 +480,7 @@ export class EdgeRefusedError extends BatonSdkError {
  * the same id, is safe. Not a deployment error: the streams are there, their relay is not.
  */
 export class EdgeUnavailableError extends BatonSdkError {
+  declare readonly code: typeof SdkErrorCode.edgeUnavailable;
   constructor(
     readonly subject: string,
     readonly tries: number,
@@ -271,7 +489,7 @@ export class EdgeUnavailableError extends BatonSdkError {
   ) {
     super(
       `no ledger relayed the agent edge for ${subject} (${tries} tries over ${waitedMs} ms: every ledger is stopped or restarting); nothing was stored — publish it again later (the same id)`,
-      { code: 'edge_unavailable', ...(options?.cause !== undefined ? { cause: options.cause } : {}) },
+      { code: SdkErrorCode.edgeUnavailable, ...(options?.cause !== undefined ? { cause: options.cause } : {}) },
     );
     this.name = 'EdgeUnavailableError';
   }
@@ -295,6 +513,7 @@ export type OfferGiveUp = { recorded: true; handoff: HandoffRecord } | { recorde
  * `cause` is the handler's last error.
  */
 export class OfferTerminatedError extends BatonSdkError {
+  declare readonly code: typeof SdkErrorCode.offerTerminated;
   readonly handoffId: string | null;
   readonly giveUp: OfferGiveUp | undefined;
   constructor(
@@ -305,7 +524,7 @@ export class OfferTerminatedError extends BatonSdkError {
   ) {
     super(
       `gave up on the offer at ${subject} (seq ${seq}) after ${deliveries} deliveries; it is not delivered again${giveUpText(options?.handoffId ?? null, options?.giveUp)}`,
-      { ...(options?.cause !== undefined ? { cause: options.cause } : {}), code: 'offer_terminated' },
+      { ...(options?.cause !== undefined ? { cause: options.cause } : {}), code: SdkErrorCode.offerTerminated },
     );
     this.name = 'OfferTerminatedError';
     this.handoffId = options?.handoffId ?? null;
@@ -323,18 +542,50 @@ function giveUpText(handoffId: string | null, giveUp: OfferGiveUp | undefined): 
 }
 
 /**
+ * An `onOffer` handler returned without settling its offer: it neither claimed the handoff, nor
+ * gave the offer up (`offer.giveUp(reason)`), nor heard from the ledger that the handoff is not this
+ * agent's to take (a `tryClaim()` that resolved null). Acknowledged, such an offer would leave its
+ * handoff pending, offered to nobody, its run waiting and no person told (docs/handoffs.md rule
+ * 5a). So it counts as a failed delivery: the offer is delivered again after the backoff, and after
+ * `maxDeliver` deliveries it is terminated and given up to the ledger (`give_up_offer`, whose reason
+ * says the handler returned without claiming), which offers it again or escalates it. Handed to
+ * `onError` once per offer message (its first such return in this process; never thrown), and the
+ * `cause` of the `OfferTerminatedError` that ends it. `claimRefusal` is the ledger's answer to a
+ * claim the handler caught and did not act on, if any. `code` is stable: `offer_unsettled`.
+ */
+export class OfferUnsettledError extends BatonSdkError {
+  declare readonly code: typeof SdkErrorCode.offerUnsettled;
+  constructor(
+    readonly handoffId: string,
+    /** The offer message's stream sequence, and how often it was delivered. */
+    readonly seq: number,
+    readonly deliveryCount: number,
+    readonly claimRefusal: LedgerCommandError | null = null,
+  ) {
+    super(
+      `onOffer returned without claiming handoff ${handoffId} or giving its offer up (offer seq ${seq}, delivery ${deliveryCount})` +
+        `${claimRefusal !== null ? `; its claim was refused ${claimRefusal.code}` : ''}: the offer is delivered again, and given up to the ledger after maxDeliver deliveries. ` +
+        'Claim it (tryClaim), or decline it with offer.giveUp(reason)',
+      { code: SdkErrorCode.offerUnsettled },
+    );
+    this.name = 'OfferUnsettledError';
+  }
+}
+
+/**
  * The reason an offer's `signal` is aborted with when its subscription is stopping
  * (`subscription.stop()`, `agent.close()`): wind the work down — end it (`finish`, `return`,
  * `release`, `fail`) or just return — before the stop's bound (`timeoutMs`) passes. `code` is
  * stable: `subscription_stopping`.
  */
 export class SubscriptionStoppingError extends BatonSdkError {
+  declare readonly code: typeof SdkErrorCode.subscriptionStopping;
   constructor(
     /** How long the stop waits for the handlers in flight, ms (Infinity: without a bound). */
     readonly timeoutMs: number,
   ) {
     super(`the offer subscription is stopping: finish or give up the work within ${Number.isFinite(timeoutMs) ? `${timeoutMs} ms` : 'the stop'}`, {
-      code: 'subscription_stopping',
+      code: SdkErrorCode.subscriptionStopping,
     });
     this.name = 'SubscriptionStoppingError';
   }
@@ -343,20 +594,28 @@ export class SubscriptionStoppingError extends BatonSdkError {
 /**
  * Why pulling offers failed, for {@link OfferPullError}: `unavailable` — nothing answered the pull
  * (through the agent edge: no ledger relays it, every one stopped or restarting; directly:
- * JetStream is not there); `timeout` — no answer in time (a stalled or disconnected server);
- * `error` — anything else the NATS client said (`natsCode`).
+ * JetStream is not there; `natsCode` `503`), whether the server said so to the pull's request or to
+ * the pull itself; `timeout` — no answer in time (a stalled or disconnected server);
+ * `consumer_lost` — the offers durable was deleted under the pull (`natsCode` `409`): the SDK has
+ * the ledger open it again from where this agent's acknowledgements got to; `error` — anything else
+ * the NATS client or the event store said (`natsCode`, when it has one).
  */
-export type OfferPullFailure = 'unavailable' | 'timeout' | 'error';
+export type OfferPullFailure = 'unavailable' | 'timeout' | 'consumer_lost' | 'error';
 
 /**
- * Pulling this agent's offers failed for now (handed to `onError`, never thrown): the SDK keeps
+ * Pulling this agent's offers failed for now (handed to `onError`, never thrown; a lost durable,
+ * `reason` `consumer_lost`, also to `onConsumerLost`, once per loss): the SDK keeps
  * trying, backing off up to 30 s, and takes offers again once the server (or the ledger relaying
  * the edge) answers. Nothing is lost — offers wait in their durable. `reason` says which failure,
- * `natsCode` is the NATS client's own code (`503`, `TIMEOUT`…) for diagnostics. A connection
- * closed for good is never this error: `onError` gets the `ConnectionClosed` once instead.
- * `code` is stable: `offer_pull_failed`.
+ * `natsCode` is the server's or the NATS client's own code (`503`, `409`, `TIMEOUT`…) for
+ * diagnostics, `cause` what the client or the event store raised. Every failure of the pull loop
+ * is this error — never the client's own, nor the event store's `store_error` — except a refusal
+ * the ledger answered when asked to open the durable again (`LedgerCommandError`) and a connection
+ * closed for good: `onError` gets its `ConnectionClosed` once instead. `code` is stable:
+ * `offer_pull_failed`.
  */
 export class OfferPullError extends BatonSdkError {
+  declare readonly code: typeof SdkErrorCode.offerPullFailed;
   readonly reason: OfferPullFailure;
   readonly natsCode: string | null;
   constructor(
@@ -366,7 +625,7 @@ export class OfferPullError extends BatonSdkError {
     const said = options.cause instanceof Error ? options.cause.message : String(options.cause);
     super(`pulling offers from ${durable} failed (${options.reason}${options.natsCode !== null ? `, ${options.natsCode}` : ''}): ${said}; retrying`, {
       cause: options.cause,
-      code: 'offer_pull_failed',
+      code: SdkErrorCode.offerPullFailed,
     });
     this.name = 'OfferPullError';
     this.reason = options.reason;

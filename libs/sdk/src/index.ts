@@ -11,6 +11,8 @@ export type {
   HandoffsOptions,
   OfferSubscription,
   PublishReceipt,
+  ResultRefusal,
+  ResultRefusalCode,
   SessionMessageInput,
   StartRunInput,
   StopOptions,
@@ -56,16 +58,31 @@ export {
   EventStoreErrorCode,
   PermissionDenied,
   PublishTimeout,
+  StorageFull,
   StreamNotFound,
   type ConnectionCloseReason,
   type CredentialsProblem,
+  type StorageLimit,
 } from '@baton/eventstore';
-export type { EdgeRefusalReason, LedgerReply } from '@baton/contracts';
-export { EdgeRefusalReasons } from '@baton/contracts';
+export type { EdgeRefusalReason, HandoffEnding, LedgerReply, ResultRefused } from '@baton/contracts';
+// How a handoff ended, as a ledger refusal names it (`details.ended`); what a refused-result notice carries.
+export { EdgeRefusalReasons, HandoffEndings, ResultRefusedSchema, resultRefusedSubject } from '@baton/contracts';
 export { decisions } from './decisions';
 export { AgentSubjects, offerDurableName } from './subjects';
+// Every error's `code` is typed: SdkErrorCode (the SDK's own codes), the codes of an invalid input
+// and of a ledger refusal, and BatonSdkErrorCode, every code a BatonSdkError carries.
 export {
   BatonSdkError,
+  BatonSdkErrorCodes,
+  SdkErrorCode,
+  type BatonSdkErrorCode,
+  type InvalidInputCode,
+  type LedgerReplyCode,
+  ClaimLostEnded,
+  ClaimLostError,
+  ClaimLostOpen,
+  claimLostBy,
+  type ClaimLostBy,
   CrossProjectResultError,
   DelegatedResultError,
   NoRunResultError,
@@ -79,13 +96,14 @@ export {
   NotClaimedError,
   OfferPullError,
   OfferTerminatedError,
+  OfferUnsettledError,
   SubscriptionStoppingError,
 } from './errors';
 export { DEFAULT_PUBLISH_RETRY, DEFAULT_SENT_IDS, MAX_PUBLISH_RETRY_SPAN_MS, SentMessageIds, type PublishRetry } from './sent-ids';
-export type { LedgerErrorBody, OfferGiveUp, OfferPullFailure } from './errors';
+export type { LedgerErrorBody, OfferEnding, OfferGiveUp, OfferPullFailure } from './errors';
 /** The AGENT_RUN_CONFIG sentinel, for legacy agents that write their decision into a comment body. */
 export { renderSentinel, appendSentinelOnce, parseSentinel, SentinelError } from '@baton/contracts';
-export type { AgentResult, AgentRunConfig, HandoffRecord, SentinelParse, StartRunRequest } from '@baton/contracts';
+export type { AgentResult, AgentRunConfig, HandoffRecord, ReturnedAnswer, SentinelParse, StartRunRequest } from '@baton/contracts';
 export {
   anthropicHandoffTools,
   handoffCallsFromAnthropic,

@@ -1,9 +1,6 @@
 import 'reflect-metadata';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { once } from 'node:events';
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
-import { connect as netConnect, createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inboxPrefixOf, Principals } from '@baton/contracts';
@@ -24,6 +21,9 @@ import { waitFor } from '@baton/wait';
 // Test only: boots the real ledger service in-process (its edge relays the agents' pulls and publishes).
 // eslint-disable-next-line @nx/enforce-module-boundaries
 import { startLedger } from '../../../apps/ledger/src/ledger';
+// Test only: the private nats-servers every project's specs share (not part of @baton/eventstore's API).
+// eslint-disable-next-line @nx/enforce-module-boundaries
+import { freePort, startNatsServer, type PrivateNatsServer } from '../../eventstore/src/int/servers';
 import {
   BatonSdkError,
   ConnectionClosed,
@@ -49,27 +49,6 @@ import { storeDefinition } from './definition.int-support';
 
 const P = 'shop';
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-async function listening(port: number): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const socket = netConnect({ host: '127.0.0.1', port });
-      socket.once('connect', () => (socket.destroy(), resolve(true)));
-      socket.once('error', () => resolve(false));
-    });
-    if (ok) return;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  throw new Error(`nats-server did not listen on ${port}`);
-}
-
 /** What a handler saw: the offer, and the reason its signal was aborted with. */
 interface Seen {
   offer: HandoffOffer;
@@ -81,8 +60,7 @@ describe('the SDK connection lifecycle (an authenticated nats-server of its own,
   const dir = mkdtempSync(join(tmpdir(), 'baton-sdk-lifecycle-'));
   let deployment: AuthDeployment;
   let url: string;
-  let server: ChildProcess;
-  const output: string[] = [];
+  let server: PrivateNatsServer | undefined;
   let admin: NatsHandle;
   let ledger: RunningService | null = null;
   let alice: BatonAgent;
@@ -104,11 +82,6 @@ describe('the SDK connection lifecycle (an authenticated nats-server of its own,
       HTTP_PORT: '0',
       LOG_LEVEL: 'error',
     });
-  };
-  const reload = async () => {
-    const from = output.join('').length;
-    server.kill('SIGHUP');
-    await waitFor(() => output.join('').slice(from).includes('Reloaded server configuration'), 'nats-server to reload its configuration');
   };
   const create = async (id: string) => {
     const reply = await alice.ledger.create(P, {
@@ -140,10 +113,7 @@ describe('the SDK connection lifecycle (an authenticated nats-server of its own,
     const port = await freePort();
     url = `nats://127.0.0.1:${port}`;
     const conf = writeServerConfig(deployment, { listen: `127.0.0.1:${port}`, storeDir: join(dir, 'js') });
-    server = spawn('nats-server', ['-c', conf], { stdio: ['ignore', 'pipe', 'pipe'] });
-    server.stdout?.on('data', (chunk: Buffer) => output.push(chunk.toString()));
-    server.stderr?.on('data', (chunk: Buffer) => output.push(chunk.toString()));
-    await listening(port);
+    server = await startNatsServer({ port, config: conf });
     const op = Principals.operator('admin');
     admin = await connectAdmin({ servers: url, credsFile: credsPath(deployment, op), inboxPrefix: inboxPrefixOf(prefix, op), reconnect: true });
     await boot();
@@ -169,11 +139,7 @@ describe('the SDK connection lifecycle (an authenticated nats-server of its own,
     await shared?.close().catch(() => undefined);
     await ledger?.stop();
     await admin?.close().catch(() => undefined);
-    if (server.exitCode === null && server.signalCode === null) {
-      const exited = once(server, 'exit');
-      server.kill('SIGKILL');
-      await exited;
-    }
+    await server?.remove();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -269,7 +235,7 @@ describe('the SDK connection lifecycle (an authenticated nats-server of its own,
     await waitFor(() => seen.has('h-revoked'), 'the offer claimed and in its handler');
 
     revokeUsers(deployment, [bobUser]);
-    await reload();
+    await server!.reload();
     const closed = await bob.closed;
     expect(closed).toBeInstanceOf(ConnectionClosed);
     expect(closed).toMatchObject({ code: 'connection_closed', reason: 'credentials_revoked' });

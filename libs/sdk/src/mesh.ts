@@ -21,7 +21,7 @@ import {
 } from '@baton/contracts';
 import type { NatsJetStream } from '@baton/eventstore';
 import type { PublishReceipt } from './client';
-import { BatonSdkError, InvalidInputError } from './errors';
+import { BatonSdkError, InvalidInputError, SdkErrorCode } from './errors';
 import { messageIdentity, publishOnce, publishRetryOf, SentMessageIds, type PublishRetry } from './sent-ids';
 
 /**
@@ -32,8 +32,9 @@ import { messageIdentity, publishOnce, publishRetryOf, SentMessageIds, type Publ
 
 /** A mesh that does not build (unknown agents, self-handoff, colliding tool names...). */
 export class MeshBuildError extends BatonSdkError {
+  declare readonly code: typeof SdkErrorCode.meshInvalid;
   constructor(readonly diagnostics: MeshDiagnostic[]) {
-    super(`the mesh does not build: ${diagnostics.map((d) => `${d.code}: ${d.message}`).join('; ')}`, { code: 'mesh_invalid' });
+    super(`the mesh does not build: ${diagnostics.map((d) => `${d.code}: ${d.message}`).join('; ')}`, { code: SdkErrorCode.meshInvalid });
     this.name = 'MeshBuildError';
   }
 }

@@ -1,6 +1,6 @@
 import { TransientError, type ConsumedMessage } from '@baton/eventstore';
-import { InvalidInputError, LedgerCommandError, NotClaimedError } from './errors';
-import { createOfferHandler } from './offers';
+import { ClaimLostError, InvalidInputError, LedgerCommandError, NotClaimedError, OfferUnsettledError } from './errors';
+import { createOfferHandler, type HandoffOffer } from './offers';
 
 /** An offer message as the runner hands it over (the handler reads its bytes and delivery facts only). */
 const offerMessage = (deliveries: number): ConsumedMessage => ({
@@ -232,7 +232,14 @@ describe('the claim an offer sends, and the heartbeat that keeps it', () => {
     const refused = client('i-1', () => ({ ok: false, error: { code: 'lease_expired', kind: 'wrong_state', message: 'lease expired' } }));
     await refused.run();
     expect(refused.beats()).toBe(1);
-    expect(refused.signal()!.reason).toMatchObject({ name: 'LedgerCommandError', code: 'lease_expired' });
+    // The reason says why the claim is lost (the handoff still open: claiming again can work), the ledger's refusal kept.
+    expect(refused.signal()!.reason).toMatchObject({
+      name: 'ClaimLostError',
+      code: 'claim_lost',
+      lostBy: 'lease_expired',
+      handoffEnded: false,
+      refusal: { name: 'LedgerCommandError', code: 'lease_expired' },
+    });
   });
 
   it('a heartbeat the handler sends itself is judged the same: a refusal throws and aborts the signal, an undecided one only throws', async () => {
@@ -269,6 +276,175 @@ describe('the claim an offer sends, and the heartbeat that keeps it', () => {
       { code: 'timeout', aborted: false },
       { code: 'handoff_not_claimed', aborted: true },
     ]);
-    expect(signal!.reason).toMatchObject({ name: 'LedgerCommandError', code: 'handoff_not_claimed' });
+    // A refusal that says nothing of the handoff's status: lost, for a reason the SDK cannot name (the refusal says which).
+    expect(signal!.reason).toMatchObject({ name: 'ClaimLostError', code: 'claim_lost', lostBy: 'claim_refused', handoffEnded: false });
+  });
+
+  it.each([
+    ['its deadline passed', 'deadline_passed', true, { status: 'failed', ended: 'deadline_passed' }],
+    ['a person abandoned it', 'handoff_abandoned', true, { status: 'abandoned', ended: 'handoff_abandoned' }],
+    ['it was escalated at its retry cap', 'handoff_escalated', true, { status: 'failed', ended: 'handoff_escalated' }],
+    ['an older ledger names only the status', 'handoff_released', true, { status: 'released' }],
+    ['a newer ledger names an ending this SDK does not know', 'handoff_failed', true, { status: 'failed', ended: 'handoff_dissolved' }],
+    ['it was requeued', 'handoff_requeued', false, { status: 'pending' }],
+  ] as const)(
+    'a heartbeat refused handoff_not_claimed because %s: the signal is aborted with ClaimLostError lostBy %s, and the helpers throw NotClaimedError with it and advice that fits',
+    async (_why, lostBy, ended, details) => {
+      let reason: unknown;
+      const seen: unknown[] = [];
+      await createOfferHandler({
+        project: 'shop',
+        agent: 'alice',
+        instance: 'i-1',
+        ledger: {
+          claim: async () => ({ ok: true, handoff: { id: 'ho-s-wr-1', status: 'claimed', claimed_by: 'alice', claim_id: 'c-1' }, events: 1 }),
+          heartbeat: async () => ({
+            ok: false,
+            error: { code: 'handoff_not_claimed', kind: 'wrong_state', message: 'not claimed', details: { handoff_id: 'ho-s-wr-1', ...details } },
+          }),
+        } as never,
+        publishResult: async () => ({ seq: 0, duplicate: false, stream: 'X' }),
+        onOffer: async (offer) => {
+          await offer.claim({ autoHeartbeat: false });
+          await offer.heartbeat().catch(() => undefined);
+          reason = offer.signal.reason;
+          seen.push(await offer.finish({ body: 'done', workflow_run_id: 'wr-1' }).catch((error: unknown) => error));
+        },
+      })(offerMessage(1));
+      expect(reason).toBeInstanceOf(ClaimLostError);
+      expect(reason).toMatchObject({ code: 'claim_lost', lostBy, handoffEnded: ended, handoffId: 'ho-s-wr-1' });
+      expect(seen[0]).toBeInstanceOf(NotClaimedError);
+      expect(seen[0]).toMatchObject({ code: 'not_claimed', lostBy, handoffEnded: ended });
+      const message = (seen[0] as Error).message;
+      // An ended handoff has nothing to claim again: the advice never says so.
+      if (ended) expect(message).toMatch(/the handoff has ended: there is nothing to claim again/);
+      else expect(message).toMatch(/claim\(\) it again once it is offered again/);
+      expect(message).not.toMatch(ended ? /claim\(\) it again/ : /nothing to claim again/);
+    },
+  );
+});
+
+describe('a handler that returns without settling its offer (docs/handoffs.md rule 5a)', () => {
+  /** A handler whose ledger refuses claims with `refusal` (or accepts them when null). */
+  const handlerWith = (onOffer: (offer: HandoffOffer) => Promise<void>, refusal: { code: string; kind: string } | null, warned: unknown[]) =>
+    createOfferHandler({
+      project: 'shop',
+      agent: 'alice',
+      instance: 'i-1',
+      ledger: {
+        claim: async () =>
+          refusal !== null
+            ? { ok: false, error: { ...refusal, message: refusal.code, details: { retry_after_ms: 1234 } } }
+            : { ok: true, handoff: { id: 'ho-s-wr-1', status: 'claimed', claimed_by: 'alice', claim_id: 'c-1' }, events: 1 },
+      } as never,
+      publishResult: async () => ({ seq: 0, duplicate: false, stream: 'X' }),
+      onOffer,
+      warn: (error) => void warned.push(error),
+    });
+  const outcome = (run: Promise<void>) =>
+    run.then(
+      () => 'acknowledged',
+      (error: unknown) => error,
+    );
+
+  it('returning before any claim fails the delivery with OfferUnsettledError (offer_unsettled), told once per offer message however often it is delivered', async () => {
+    const warned: unknown[] = [];
+    const handler = handlerWith(async () => undefined, null, warned);
+    const first = await outcome(handler(offerMessage(1)));
+    const second = await outcome(handler(offerMessage(2)));
+    expect(first).toBeInstanceOf(OfferUnsettledError);
+    expect(first).toMatchObject({ code: 'offer_unsettled', handoffId: 'ho-s-wr-1', seq: 7, deliveryCount: 1, claimRefusal: null });
+    expect(second).toBeInstanceOf(OfferUnsettledError);
+    expect(warned).toEqual([first]);
+  });
+
+  it('a claim the handler caught is judged by the ledger’s answer: not this agent’s to take settles the offer; rate_limited and project_paused are handled as if let through; an undecided claim leaves it unsettled', async () => {
+    const returnAfterClaim = async (offer: HandoffOffer) => {
+      await offer.claim().catch(() => undefined);
+    };
+    const judged = async (code: string, kind: string) => {
+      const warned: unknown[] = [];
+      return { result: await outcome(handlerWith(returnAfterClaim, { code, kind }, warned)(offerMessage(1))), warned };
+    };
+    expect(await judged('handoff_not_pending', 'wrong_state')).toEqual({ result: 'acknowledged', warned: [] });
+    expect(await judged('project_paused', 'unavailable')).toEqual({ result: 'acknowledged', warned: [] });
+    const limited = await judged('rate_limited', 'unavailable');
+    expect(limited.result).toBeInstanceOf(TransientError);
+    expect(limited.result).toMatchObject({ delayMs: 1234, unbounded: true });
+    expect(limited.warned).toEqual([]);
+    const undecided = await judged('timeout', 'unavailable');
+    expect(undecided.result).toBeInstanceOf(OfferUnsettledError);
+    expect(undecided.result).toMatchObject({ claimRefusal: { code: 'timeout' } });
+    expect(undecided.warned).toHaveLength(1);
+  });
+
+  it('while the subscription stops, an offer left unclaimed is handed back (a transient failure, not counted), without a warning', async () => {
+    const warned: unknown[] = [];
+    const handler = handlerWith(async () => undefined, null, warned);
+    handler.stopping(new Error('stopping'));
+    const result = await outcome(handler(offerMessage(1)));
+    expect(result).toBeInstanceOf(TransientError);
+    expect(result).toMatchObject({ unbounded: true });
+    expect(warned).toEqual([]);
+  });
+});
+
+describe('a claim settles once (finish included)', () => {
+  it('LOW-1: after an acknowledged finish, a finish under another result_id (and any other ending) throws NotClaimedError endedBy finish and sends nothing; the same result again is its retry', async () => {
+    const published: Array<Record<string, unknown>> = [];
+    const seen: unknown[] = [];
+    await createOfferHandler({
+      project: 'shop',
+      agent: 'alice',
+      instance: 'i-1',
+      ledger: {
+        claim: async () => ({ ok: true, handoff: { id: 'ho-s-wr-1', status: 'claimed', claimed_by: 'alice', claim_id: 'c-1' }, events: 1 }),
+        release: async () => ({ ok: true, handoff: { id: 'ho-s-wr-1', status: 'released' }, events: 1 }),
+      } as never,
+      publishResult: async (result) => {
+        published.push(result as unknown as Record<string, unknown>);
+        return { seq: published.length, duplicate: published.length > 1, stream: 'X' };
+      },
+      onOffer: async (offer) => {
+        await offer.claim({ autoHeartbeat: false });
+        seen.push(await offer.finish({ body: 'done', workflow_run_id: 'wr-1', decision: { dispatch: { status: 'advance' } } }));
+        seen.push(await offer.finish({ result_id: 'f6', body: 'done again', workflow_run_id: 'wr-1' }).catch((error: unknown) => error));
+        seen.push(await offer.release('changed my mind').catch((error: unknown) => error));
+        seen.push(await offer.heartbeat().catch((error: unknown) => error));
+        seen.push(await offer.finish({ body: 'done', workflow_run_id: 'wr-1', decision: { dispatch: { status: 'advance' } } }));
+      },
+    })(offerMessage(1));
+    expect(seen[0]).toEqual({ seq: 1, duplicate: false, stream: 'X' });
+    for (const refused of seen.slice(1, 4)) {
+      expect(refused).toBeInstanceOf(NotClaimedError);
+      expect(refused).toMatchObject({ code: 'not_claimed', endedBy: 'finish' });
+    }
+    expect(seen[4]).toEqual({ seq: 2, duplicate: true, stream: 'X' });
+    // The ids finish fills in: run_id is the claim id, result_id res-<claim id>.
+    expect(published.map((r) => ({ result_id: r['result_id'], run_id: r['run_id'], claim_id: r['claim_id'], handoff_id: r['handoff_id'] }))).toEqual([
+      { result_id: 'res-c-1', run_id: 'c-1', claim_id: 'c-1', handoff_id: 'ho-s-wr-1' },
+      { result_id: 'res-c-1', run_id: 'c-1', claim_id: 'c-1', handoff_id: 'ho-s-wr-1' },
+    ]);
+  });
+
+  it('a finish whose publish failed settles nothing: another result_id may follow', async () => {
+    let attempts = 0;
+    const seen: unknown[] = [];
+    await createOfferHandler({
+      project: 'shop',
+      agent: 'alice',
+      instance: 'i-1',
+      ledger: { claim: async () => ({ ok: true, handoff: { id: 'ho-s-wr-1', status: 'claimed', claimed_by: 'alice', claim_id: 'c-1' }, events: 1 }) } as never,
+      publishResult: async () => {
+        if (++attempts === 1) throw new Error('message id reused');
+        return { seq: 1, duplicate: false, stream: 'X' };
+      },
+      onOffer: async (offer) => {
+        await offer.claim({ autoHeartbeat: false });
+        seen.push(await offer.finish({ result_id: 'a', body: 'done', workflow_run_id: 'wr-1' }).catch((error: unknown) => (error as Error).message));
+        seen.push(await offer.finish({ result_id: 'b', body: 'done', workflow_run_id: 'wr-1' }));
+      },
+    })(offerMessage(1));
+    expect(seen).toEqual(['message id reused', { seq: 1, duplicate: false, stream: 'X' }]);
   });
 });

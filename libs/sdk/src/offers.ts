@@ -2,19 +2,24 @@ import { z } from 'zod';
 import {
   clipText,
   DecideHandbackCommandSchema,
+  GiveUpOfferCommandSchema,
   Limits,
   offeredHandoff,
+  parseIgnoringUnknownKeys,
   parseUntrustedJson,
   rejectionFromZod,
+  ReturnedAnswerSchema,
   type ClaimWithdrawn,
   type CompletionReportSchema,
   type HandoffRecord,
   type LedgerReply,
+  type ReturnedAnswer,
 } from '@baton/contracts';
 import { hopTrace, LruCache, PoisonError, TransientError, traceHeaders, type ConsumedMessage, type HopTrace, type LedgerClient } from '@baton/eventstore';
 import { ROUTER_DERIVED_HANDOFF_ID } from '@baton/domain';
 import type { AgentResultInput, PublishReceipt } from './client';
 import {
+  ClaimLostError,
   CrossProjectResultError,
   DelegatedResultError,
   HandbackResultError,
@@ -22,6 +27,9 @@ import {
   LedgerCommandError,
   NoRunResultError,
   NotClaimedError,
+  OfferUnsettledError,
+  type ClaimLostBy,
+  type OfferEnding,
   type OfferGiveUp,
 } from './errors';
 
@@ -50,16 +58,22 @@ export interface ClaimOptions {
   /**
    * Keep the lease alive while the work runs (default true): heartbeat every third of the lease
    * until `finish`, `return`, `release` or `fail` is called or the `onOffer` handler returns.
-   * A heartbeat the ledger refuses (the lease expired and the handoff was requeued) aborts
-   * {@link HandoffOffer.signal}: stop the work, someone else may hold the handoff now.
+   * A heartbeat the ledger refuses (the lease expired and the handoff was requeued, or the handoff
+   * ended: its deadline passed, it was abandoned…) aborts {@link HandoffOffer.signal} with a
+   * `ClaimLostError` saying which (`lostBy`, `handoffEnded`): stop the work.
    */
   autoHeartbeat?: boolean | { everyMs: number };
 }
 
 /**
  * One handoff offered to this agent. Claim it, then end it with exactly one of `finish`,
- * `return`, `release` or `fail`. Every helper is idempotent (deterministic idempotency keys from
- * the offer and the claim), so calling one again after a timeout is safe.
+ * `return`, `release` or `fail` — or decline it unclaimed with `giveUp(reason)`. A handler that
+ * returns having done none of these (and whose `tryClaim()` did not resolve null) leaves the offer
+ * unsettled: it counts as a failed delivery (`OfferUnsettledError` to `onError`, once), so the offer
+ * is delivered again and, after `maxDeliver` deliveries, given up to the ledger (docs/handoffs.md
+ * rule 5a) — never acknowledged into a handoff pending for nobody. Every helper is idempotent
+ * (deterministic idempotency keys from the offer and the claim), so calling one again after a
+ * timeout is safe.
  */
 export interface HandoffOffer {
   readonly handoffId: string;
@@ -68,7 +82,14 @@ export interface HandoffOffer {
   readonly offered: Readonly<Record<string, unknown>>;
   /** 1 on first delivery; more when an earlier attempt failed or its replica died. */
   readonly deliveryCount: number;
-  /** The handoff as the offer carried it, then as the ledger last answered (after claim and each helper); null when the offer held no record. */
+  /**
+   * The handoff as the offer carried it, then as the ledger last answered (after claim and each
+   * helper). Every offer the ledger publishes carries the whole record, so it is null only for an
+   * offer message written by hand that names the handoff without being its record (`handoff_id`
+   * alone, no `status` / `project`: `offered` has what it holds); once `claim()` resolved it is the
+   * ledger's record, never null. Code that must compile under `strict` reads the record `claim()` /
+   * `tryClaim()` resolves with, or checks `offer.handoff` first.
+   */
   readonly handoff: HandoffRecord | null;
   /** The current claim id, null until claimed. */
   readonly claimId: string | null;
@@ -79,7 +100,20 @@ export interface HandoffOffer {
    */
   readonly isRunStep: boolean;
   /**
-   * Aborted when the claim is lost (a heartbeat was refused: `reason` is the `LedgerCommandError`),
+   * The callee's answer, when this offer gives control back to this agent after an agent it called
+   * finished (`decisions.callAgent`: the return address, or the no-action default returning to the
+   * caller), or after the returnable child it handed to returned — the replayed message the parent
+   * gets itself, or its first turn after a return that left it waiting for the customer (ON_RETURN
+   * `continue`) —: the callee (`from_agent`, `step`), its `result_id`, its `body` without the decision's
+   * sentinel (null when it wrote none; cut at 16 384 characters: `body_truncated`) and its `evidence`
+   * (or `evidence_omitted` when too large). Read from `handoff.context.returned`; null on any other offer.
+   */
+  readonly returned: ReturnedAnswer | null;
+  /**
+   * Aborted when the claim is lost (a heartbeat was refused: `reason` is a `ClaimLostError`, code
+   * `claim_lost`, whose `lostBy` says why — the handoff still open, `lease_expired`,
+   * `handoff_requeued`, `stale_claim`, or ended, `deadline_passed`, `handoff_abandoned`… with
+   * `handoffEnded` true — and whose `refusal` is the ledger's `LedgerCommandError`),
    * when the subscription is stopping (`subscription.stop()`, `agent.close()`: a
    * `SubscriptionStoppingError`, code `subscription_stopping`), when the connection is closed for
    * good (the `ConnectionClosed`), or when the work ended.
@@ -103,6 +137,21 @@ export interface HandoffOffer {
   /** Record that the work failed. @throws LedgerCommandError, NotClaimedError */
   fail(reason: string): Promise<HandoffRecord>;
   /**
+   * Decline the offer without claiming it ("not for me", "not now"): tell the ledger at once
+   * (`give_up_offer` as this agent, `deliveries` this delivery's count, `reason`, the offered
+   * record's `version`; key `give_up:<handoff id>:<offer seq>`, the one a termination of this offer
+   * would use), which counts a retry against the handoff's cap and offers it again (to this agent's
+   * replicas: it is addressed to this agent), or escalates it at the cap to the lead or an operator
+   * — a person hears of it; a returnable child fails at once (its run's ON_FAILURE); a completion
+   * handback waits in the operators' inbox (docs/handoffs.md rule 5a). The offer is then settled:
+   * acknowledged when the handler returns. After a claim, decline with `release(reason)` instead
+   * (the ledger refuses a give-up of a claimed handoff: `handoff_not_pending`).
+   * @throws InvalidInputError (nothing sent) for a blank or over-long reason; LedgerCommandError when
+   *   the ledger refuses (`handoff_not_pending`, `not_the_addressee`, `stale_offer`: the handoff moved
+   *   on since this offer — each of them settles the offer too).
+   */
+  giveUp(reason: string): Promise<HandoffRecord>;
+  /**
    * Decide a completion handback offered to this agent for review (`kind: completion_handback`):
    * accept the work, or send it back for rework (a rework says what to change: `note`).
    * @throws LedgerCommandError (e.g. `self_accept_forbidden`, `handback_already_decided`, `not_a_handback`), NotClaimedError,
@@ -112,8 +161,12 @@ export interface HandoffOffer {
   decide(decision: 'rework', note: string): Promise<HandoffRecord>;
   /**
    * Publish this agent's result for the handoff under its claim (`handoff_id` and `claim_id` set;
-   * `workflow_run_id` from the handoff; `result_id` defaults to one derived from the claim, so
-   * finishing twice publishes once). The router accepts a result only under the current claim of
+   * `workflow_run_id` from the handoff; `run_id` defaults to the claim id, `result_id` to
+   * `res-<claim id>` (cut to the id length cap), so finishing twice with the same result publishes
+   * once). A claim settles once: once a finish was acknowledged (or while one is being sent), a
+   * finish under another `result_id` throws `NotClaimedError` (`endedBy: 'finish'`) and sends
+   * nothing — the router would refuse a second result and count it toward this agent's circuit —,
+   * as do `return`, `release`, `fail`, `decide` and `heartbeat`. The router accepts a result only under the current claim of
    * the run's current handoff (docs/runs.md): a claim lost meanwhile (lease expired, requeued) is
    * refused there (`handoff_not_claimed`, `claim_mismatch`). The router records it on the run and
    * closes the handoff (`complete_from_result`).
@@ -121,7 +174,8 @@ export interface HandoffOffer {
    * another project's, which this agent may not publish results to; end it with `return(report)`.
    * A handoff of no workflow run (an agent's own `create`) has no run to record a result on: end it
    * with `return(report)` too.
-   * @throws NotClaimedError (nothing sent) when the offer was not claimed; CrossProjectResultError
+   * @throws NotClaimedError (nothing sent) when the offer was not claimed, or its claim was already
+   *   settled (`endedBy`: a finish under another `result_id`, a return…); CrossProjectResultError
    *   (nothing sent, the claim kept) on a cross-project handoff; NoRunResultError (nothing sent, the
    *   claim kept) on a handoff of no run; DelegatedResultError (nothing sent, the claim kept) on work
    *   an agent delegated naming a run (not {@link isRunStep}); HandbackResultError (nothing sent, the claim kept) on a
@@ -139,6 +193,8 @@ export interface OfferHandlerDeps {
   /** `trace`: the hop the result continues (the offer's trace, or the caller's active one). */
   publishResult: (result: AgentResultInput, trace?: HopTrace) => Promise<PublishReceipt>;
   onOffer: (offer: HandoffOffer) => Promise<void> | void;
+  /** Told once per offer message that a handler returned without settling it (the subscription's `onError`; default: `console.warn`). */
+  warn?: (error: OfferUnsettledError) => void;
 }
 
 const decoder = new TextDecoder();
@@ -152,12 +208,18 @@ interface FailedOffer {
   handoffId: string;
   /** The record version the offer carried, when it carried a record. */
   version: number | undefined;
-  /** A delivery of this offer claimed its handoff: its lease, not a give-up, decides what follows. */
+  /**
+   * A delivery of this offer claimed its handoff (its lease, not a give-up, decides what follows),
+   * or gave its offer up already (`offer.giveUp`): a termination tells the ledger nothing more.
+   */
   claimed: boolean;
 }
 
 /** Offers whose handler failed and that are not settled yet, remembered per process (bounded). */
 const FAILED_OFFERS_CAPACITY = 1024;
+
+/** The key of a give-up of one offer message: the handler's own (`offer.giveUp`) and a termination's are one give-up. */
+const giveUpKey = (handoffId: string, seq: number): string => `give_up:${handoffId}:${seq}`;
 
 /** The runner handler of an agent's offers, and what to do when the runner terminates one. */
 export interface OfferHandler {
@@ -203,16 +265,26 @@ export interface UnfinishedOffer {
   readonly deliveryCount: number;
 }
 
-/** One line saying why the handler gave up, for the ledger (`reason`: not blank, within the short-text cap). */
+/**
+ * One line saying why the handler gave up, for the ledger (`reason`: not blank, within the
+ * short-text cap): its last error, or — when it last returned without settling the offer — that.
+ */
 function giveUpReason(deliveries: number, error: unknown): string {
+  const times = `${deliveries} time${deliveries === 1 ? '' : 's'}`;
+  if (error instanceof OfferUnsettledError) {
+    const refused = error.claimRefusal !== null ? ` (its claim refused ${error.claimRefusal.code})` : '';
+    return clipText(`onOffer returned without claiming or giving up the offer, ${times}${refused}`);
+  }
   const message = (error instanceof Error ? error.message : String(error)).replace(/\s+/g, ' ').trim();
-  const text = `onOffer failed ${deliveries} time${deliveries === 1 ? '' : 's'}${message !== '' ? `: ${message}` : ''}`;
+  const text = `onOffer failed ${times}${message !== '' ? `: ${message}` : ''}`;
   return clipText(text);
 }
 
 /** Build the runner handler that turns offer messages into {@link HandoffOffer}s. */
 export function createOfferHandler(deps: OfferHandlerDeps): OfferHandler {
   const failed = new LruCache<number, FailedOffer>(FAILED_OFFERS_CAPACITY);
+  /** The offer messages whose unsettled return was told (`warn`): once per offer. */
+  const warned = new LruCache<number, true>(FAILED_OFFERS_CAPACITY);
   /** The offers whose handler is running, by handoff id (a withdrawal names the handoff). */
   const live = new Map<string, Set<Offer>>();
   /** Set once the subscription is stopping: an offer handed over after it starts aborted. */
@@ -224,25 +296,36 @@ export function createOfferHandler(deps: OfferHandlerDeps): OfferHandler {
     const offered = offeredHandoff(decoded.value);
     if (offered === null) throw new PoisonError('an offer names no handoff_id', 'schema_violation');
     const { handoffId } = offered;
-    const offer = new Offer(deps, handoffId, offered.message, msg);
+    const offer = new Offer(deps, handoffId, offered.message, offered.version, msg);
     const running = live.get(handoffId) ?? new Set<Offer>();
     running.add(offer);
     live.set(handoffId, running);
     if (stoppedBy !== null) offer.stop(stoppedBy.reason);
     try {
       await deps.onOffer(offer);
+      // Returned without settling the offer: a failed delivery, not an acknowledgement (rule 5a).
+      const unsettled = offer.unsettled(stoppedBy !== null);
+      if (unsettled !== null) {
+        if (unsettled instanceof OfferUnsettledError && warned.get(msg.seq) === undefined) {
+          warned.set(msg.seq, true);
+          (deps.warn ?? ((e: OfferUnsettledError) => console.warn(`[baton sdk] ${e.message}`)))(unsettled);
+        }
+        throw unsettled;
+      }
       failed.delete(msg.seq);
+      warned.delete(msg.seq);
     } catch (error) {
       // A paused project: the offer is let go (acknowledged). The handoff stays pending, and the
       // project's resume offers every pending handoff again in a new message, so redelivering this
       // one every few seconds for as long as the pause lasts would only ask the ledger again.
       if (error instanceof LedgerCommandError && error.code === 'project_paused') {
         failed.delete(msg.seq);
+        warned.delete(msg.seq);
         return;
       }
       // Remembered for a give-up, should the runner terminate this offer (see `terminated`).
       const before = failed.get(msg.seq);
-      failed.set(msg.seq, { handoffId, version: offered.version, claimed: (before?.claimed ?? false) || offer.claimId !== null });
+      failed.set(msg.seq, { handoffId, version: offered.version, claimed: (before?.claimed ?? false) || offer.claimId !== null || offer.gaveUp });
       // The rate cap: redeliver the offer later, not at once, and as long as it lasts — it says
       // nothing about the offer, and giving the offer up would count a retry against its handoff.
       if (error instanceof LedgerCommandError && error.code === 'rate_limited') {
@@ -262,6 +345,7 @@ export function createOfferHandler(deps: OfferHandlerDeps): OfferHandler {
   const terminated = async (msg: ConsumedMessage, error: unknown): Promise<{ handoffId: string | null; giveUp?: OfferGiveUp }> => {
     const attempts = failed.get(msg.seq);
     failed.delete(msg.seq);
+    warned.delete(msg.seq);
     if (attempts === undefined) return { handoffId: null };
     if (attempts.claimed) return { handoffId: attempts.handoffId };
     try {
@@ -270,7 +354,7 @@ export function createOfferHandler(deps: OfferHandlerDeps): OfferHandler {
         ...(attempts.version !== undefined ? { offered_version: attempts.version } : {}),
         deliveries: msg.deliveryCount,
         reason: giveUpReason(msg.deliveryCount, error),
-        idempotency_key: `give_up:${attempts.handoffId}:${msg.seq}`,
+        idempotency_key: giveUpKey(attempts.handoffId, msg.seq),
       });
       return { handoffId: attempts.handoffId, giveUp: reply.ok ? { recorded: true, handoff: reply.handoff } : { recorded: false, error: reply.error } };
     } catch (cause) {
@@ -301,17 +385,26 @@ class Offer implements HandoffOffer {
   private beats = 0;
   /** The lease this claim was taken with (what a heartbeat without a length renews it to). */
   private claimLeaseMs: number | null = null;
-  /** The helper that gave this offer's claim up (`return`, `release`, `fail`), once it was accepted. */
-  private endedBy: 'return' | 'release' | 'fail' | 'decide' | null = null;
+  /** The helper that settled this offer's claim (`finish`, `return`, `release`, `fail`, `decide`), once it was accepted. */
+  private endedBy: OfferEnding | null = null;
+  /** The `result_id` of this offer's finish: being sent (`finishing`), then acknowledged (`finishedWith`). */
+  private finishing: string | null = null;
+  private finishedWith: string | null = null;
+  /** The ledger's last refusal of this offer's claim (cleared by a claim): what the handler's return is judged by. */
+  private claimRefusal: LedgerCommandError | null = null;
+  /** This offer was given up to the ledger (`giveUp`), or the ledger answered that it moved on: settled. */
+  gaveUp = false;
   /** Claims this offer took (a claim after one lapsed is a new one, with a key of its own). */
   private claims = 0;
-  /** The code of the heartbeat refusal that said this offer's claim is lost (cleared by a new claim). */
-  private lostBy: string | null = null;
+  /** Why a refused heartbeat said this offer's claim is lost (cleared by a new claim). */
+  private lostBy: ClaimLostBy | null = null;
 
   constructor(
     private readonly deps: OfferHandlerDeps,
     readonly handoffId: string,
     readonly offered: Readonly<Record<string, unknown>>,
+    /** The record version the offer carried (what a give-up names), when it carried one. */
+    private readonly offeredVersion: number | undefined,
     private readonly msg: ConsumedMessage,
   ) {
     this.deliveryCount = msg.deliveryCount;
@@ -340,6 +433,18 @@ class Offer implements HandoffOffer {
   async claim(options: ClaimOptions = {}): Promise<HandoffRecord> {
     const held = this.heldClaim();
     if (held !== null) return held;
+    try {
+      const handoff = await this.claimNow(options);
+      this.claimRefusal = null;
+      return handoff;
+    } catch (error) {
+      // Remembered: a refusal saying the handoff is not this agent's to take settles the offer.
+      if (error instanceof LedgerCommandError) this.claimRefusal = error;
+      throw error;
+    }
+  }
+
+  private async claimNow(options: ClaimOptions): Promise<HandoffRecord> {
     const reply = await this.deps.ledger.claim(
       this.project,
       {
@@ -397,12 +502,14 @@ class Offer implements HandoffOffer {
     try {
       return this.accept('heartbeat', reply);
     } catch (error) {
-      // A refusal (lease expired, claim lost or stale) means someone else may hold the handoff,
-      // whoever sent the beat (auto-heartbeat or the handler): stop beating, abort the signal.
+      // A refusal (lease expired, claim lost or stale, the handoff ended) means someone else may
+      // hold the handoff, or no one will: whoever sent the beat (auto-heartbeat or the handler),
+      // stop beating and abort the signal, saying why from the refusal's code and details.
       if (error instanceof LedgerCommandError && !TRANSIENT_KINDS.has(error.kind)) {
         this.stopHeartbeat();
-        this.lostBy = error.code;
-        if (!this.abort.signal.aborted) this.abort.abort(error);
+        const lost = new ClaimLostError(this.handoffId, error);
+        this.lostBy = lost.lostBy;
+        if (!this.abort.signal.aborted) this.abort.abort(lost);
       }
       throw error;
     }
@@ -451,6 +558,42 @@ class Offer implements HandoffOffer {
     return this.ending('fail', reply);
   }
 
+  async giveUp(reason: string): Promise<HandoffRecord> {
+    const body = {
+      handoff_id: this.handoffId,
+      ...(this.offeredVersion !== undefined ? { offered_version: this.offeredVersion } : {}),
+      deliveries: this.deliveryCount,
+      reason,
+      idempotency_key: giveUpKey(this.handoffId, this.msg.seq),
+    };
+    // Held to the ledger's contract here: a give-up that says nothing is not sent.
+    const parsed = GiveUpOfferCommandSchema.safeParse(body);
+    if (!parsed.success) throw new InvalidInputError('offer give-up', rejectionFromZod(parsed.error));
+    const reply = await this.deps.ledger.giveUpOffer(this.project, body, { trace: this.trace() });
+    // Given up, or the ledger says the handoff moved on from this offer (claimed, ended, offered
+    // again): either way nothing is left for this offer to do. An undecided answer settles nothing.
+    if (reply.ok || !TRANSIENT_KINDS.has(reply.error.kind)) this.gaveUp = true;
+    return this.accept('give_up_offer', reply);
+  }
+
+  /**
+   * Whether the handler's return settled this offer: null when it did (a claim, a give-up, or a
+   * claim the ledger refused because the handoff is not this agent's to take), else the error the
+   * delivery fails with — the ledger's `rate_limited` / `project_paused` refusal the handler caught
+   * (handled as if it had let it through), a transient error while the subscription stops (the
+   * offer is for another replica), or an {@link OfferUnsettledError}.
+   */
+  unsettled(stopping: boolean): Error | null {
+    if (this.claims > 0 || this.gaveUp) return null;
+    const refusal = this.claimRefusal;
+    if (refusal !== null) {
+      if (NOT_AVAILABLE_KINDS.has(refusal.kind)) return null;
+      if (refusal.code === 'rate_limited' || refusal.code === 'project_paused') return refusal;
+    }
+    if (stopping) return new TransientError('the subscription stopped before the offer was settled: it is delivered again', { delayMs: 0, unbounded: true });
+    return new OfferUnsettledError(this.handoffId, this.msg.seq, this.deliveryCount, refusal);
+  }
+
   async decide(decision: 'accept' | 'rework', note?: string): Promise<HandoffRecord> {
     const claimId = this.requireClaim('decide');
     const body =
@@ -463,6 +606,15 @@ class Offer implements HandoffOffer {
     this.stopHeartbeat();
     const reply = await this.deps.ledger.decideHandback(this.project, body, { trace: this.trace() });
     return this.ending('decide', reply);
+  }
+
+  /** The callee's answer this offer carries back to its caller (`handoff.context.returned`), else null. */
+  get returned(): ReturnedAnswer | null {
+    const value = this.handoff?.context['returned'];
+    if (value === undefined) return null;
+    // Baton wrote it: a field a newer Baton added is left out, not a reason to drop the answer.
+    const parsed = parseIgnoringUnknownKeys(ReturnedAnswerSchema, value);
+    return parsed.success ? parsed.data : null;
   }
 
   /**
@@ -481,6 +633,11 @@ class Offer implements HandoffOffer {
 
   async finish(result: FinishResult): Promise<PublishReceipt> {
     const claimId = this.requireClaim('finish');
+    const resultId = result.result_id ?? `res-${claimId}`.slice(0, Limits.maxIdLength);
+    // One result per claim: the same one again is its retry (published once); another would be
+    // refused by the router and counted toward this agent's circuit.
+    const settledWith = this.finishedWith ?? this.finishing;
+    if (settledWith !== null && settledWith !== resultId) throw new NotClaimedError(this.handoffId, 'finish', 'finish');
     // A completion handback is a review: it is decided, never finished with a run result (the run
     // waits for someone else's, and a refused result counts toward this agent's circuit).
     if (this.handoff?.kind === 'completion_handback') throw new HandbackResultError(this.handoffId);
@@ -496,17 +653,18 @@ class Offer implements HandoffOffer {
     // (naming the run for context) would be refused, and the refusal would count against this agent.
     if (!this.isRunStep) throw new DelegatedResultError(this.handoffId, workflowRunId);
     this.stopHeartbeat();
-    return this.deps.publishResult(
-      {
-        ...result,
-        handoff_id: this.handoffId,
-        claim_id: claimId,
-        workflow_run_id: workflowRunId,
-        run_id: result.run_id ?? claimId,
-        result_id: result.result_id ?? `res-${claimId}`.slice(0, Limits.maxIdLength),
-      },
-      this.trace(),
-    );
+    this.finishing = resultId;
+    try {
+      const receipt = await this.deps.publishResult(
+        { ...result, handoff_id: this.handoffId, claim_id: claimId, workflow_run_id: workflowRunId, run_id: result.run_id ?? claimId, result_id: resultId },
+        this.trace(),
+      );
+      this.finishedWith = resultId;
+      this.endedBy = 'finish';
+      return receipt;
+    } finally {
+      this.finishing = null;
+    }
   }
 
   /**
@@ -555,8 +713,8 @@ class Offer implements HandoffOffer {
     return Date.parse(handoff.lease_expires_at) > Date.now() ? handoff : null;
   }
 
-  /** The reply to `return` / `release` / `fail`: once accepted, this offer's claim is given up. */
-  private ending(action: 'return' | 'release' | 'fail' | 'decide', reply: LedgerReply): HandoffRecord {
+  /** The reply to `return` / `release` / `fail` / `decide`: once accepted, this offer's claim is given up. */
+  private ending(action: Exclude<OfferEnding, 'finish'>, reply: LedgerReply): HandoffRecord {
     const handoff = this.accept(action, reply);
     this.endedBy = action;
     return handoff;
@@ -564,8 +722,9 @@ class Offer implements HandoffOffer {
 
   private requireClaim(action: string): string {
     if (this.claimId === null) throw new NotClaimedError(this.handoffId, action);
-    // A refused heartbeat said the claim is gone (lease expired, another claim since): a result or an
-    // ending under it would only be refused — and a refused result counts toward the agent's circuit.
+    // A refused heartbeat said the claim is gone (lease expired, another claim since, the handoff
+    // ended): a result or an ending under it would only be refused — and a refused result counts
+    // toward the agent's circuit.
     if (this.lostBy !== null) throw new NotClaimedError(this.handoffId, action, null, this.lostBy);
     // The claim this offer gave up: only the same ending again (a retry, the ledger's idempotent reply).
     if (this.endedBy !== null && this.endedBy !== action) throw new NotClaimedError(this.handoffId, action, this.endedBy);

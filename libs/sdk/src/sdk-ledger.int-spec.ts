@@ -7,7 +7,7 @@ import { waitFor } from '@baton/wait';
 // Test only: boots the real ledger service in-process, so the SDK is proven against the real protocol.
 // eslint-disable-next-line @nx/enforce-module-boundaries
 import { startLedger } from '../../../apps/ledger/src/ledger';
-import { createBatonClient, EdgeRefusedError, LedgerCommandError, NotClaimedError, OfferTerminatedError, type BatonAgent, type HandoffOffer } from './index';
+import { ClaimLostError, createBatonClient, EdgeRefusedError, NotClaimedError, OfferTerminatedError, type BatonAgent, type HandoffOffer } from './index';
 import { publishOnce, SentMessageIds } from './sent-ids';
 import { storeDefinition } from './definition.int-support';
 
@@ -197,7 +197,12 @@ describe('the agent SDK against the real ledger service (in-process, real NATS)'
       throw new Error(`timed out: ${what}`);
     };
     const errors: unknown[] = [];
-    const subscription = await carol.handoffs({ onOffer: (o) => void seen.push(o.handoffId), backoffMs: [50], onError: (error) => void errors.push(error) });
+    // Each offer settled: these name no handoff the ledger holds, so tryClaim() resolves null (not_found) and the offer is acknowledged.
+    const onOffer = async (o: HandoffOffer) => {
+      seen.push(o.handoffId);
+      await o.tryClaim();
+    };
+    const subscription = await carol.handoffs({ onOffer, backoffMs: [50], onError: (error) => void errors.push(error) });
     try {
       await offer('h-before-1');
       await offer('h-before-2');
@@ -277,10 +282,17 @@ describe('the agent SDK against the real ledger service (in-process, real NATS)'
       const abandoned = await delegator.abandon(P, { handoff_id: 'h-withdraw-1', reason: 'not needed any more', idempotency_key: 'abandon-h-withdraw-1' });
       expect(abandoned).toMatchObject({ ok: true, handoff: { status: 'abandoned' } });
       const reason = await Promise.race([first.aborted, new Promise((resolve) => setTimeout(() => resolve('still working'), 5_000))]);
-      expect(reason).toBeInstanceOf(LedgerCommandError);
-      expect((reason as LedgerCommandError).code).toBe('handoff_not_claimed');
+      // Why, from the ledger's refusal: the handoff was abandoned — it ended, there is nothing to claim again.
+      expect(reason).toBeInstanceOf(ClaimLostError);
+      expect(reason).toMatchObject({
+        code: 'claim_lost',
+        lostBy: 'handoff_abandoned',
+        handoffEnded: true,
+        refusal: { code: 'handoff_not_claimed', details: { status: 'abandoned', ended: 'handoff_abandoned' } },
+      });
       expect(Date.now() - abandonedAt).toBeLessThan(5_000);
       await expect(first.offer.fail('too late')).rejects.toThrow(NotClaimedError);
+      await expect(first.offer.fail('too late')).rejects.toMatchObject({ lostBy: 'handoff_abandoned', handoffEnded: true });
 
       expect(second.offer.signal.aborted).toBe(false);
       expect(await delegator.get(P, 'h-withdraw-2')).toMatchObject({ status: 'claimed', claimed_by: 'bob', claim_id: second.offer.claimId });

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { edgeRefusalOf, Limits, RejectionCode } from '@baton/contracts';
 import { stableStringify } from '@baton/domain';
-import { isNoResponders, mapPublishError, PublishTimeout, type NatsHeaders, type NatsJetStream } from '@baton/eventstore';
+import { isNoResponders, jsApiError, mapPublishError, PublishTimeout, type NatsHeaders, type NatsJetStream } from '@baton/eventstore';
 import { DuplicateMessageError, EdgeRefusedError, EdgeUnavailableError, InvalidInputError, MessageIdReusedError } from './errors';
 
 /** How many message ids a client remembers by default (its publishes over the 2-minute duplicate window should fit). */
@@ -145,7 +145,7 @@ export function publishRetrySpanMs(retry: PublishRetry): number {
  * An attempt that times out is sent again under the same id as `retry` says (see
  * {@link PublishRetry}); after the last, `PublishTimeout` (with `attempts`) says the message may
  * or may not be stored: publishing it again with the same id is still safe. Other publish failures
- * are mapped (`StreamNotFound`, `PermissionDenied`) and not retried. A message over
+ * are mapped (`StreamNotFound`, `PermissionDenied`, `StorageFull` for a full inbox) and not retried. A message over
  * `Limits.maxMessageBytes` is refused before sending ({@link InvalidInputError},
  * `payload_too_large`). Through the agent edge (`edge`), "no responders" means no ledger relays it
  * (stopped or restarting), not a missing stream: tried again every {@link EDGE_RETRY_MS} (not counted
@@ -186,7 +186,9 @@ export async function publishOnce(
       // The agent edge answered that it refused the message: nothing was stored, and a retry is refused alike.
       const refusal = edgeRefusalOf(error);
       if (refusal !== null) throw new EdgeRefusedError(subject, refusal, { cause: error });
-      if (edge && isNoResponders(error)) {
+      // A stream's own answer (a full inbox: 503 "maximum bytes exceeded") carries a JetStream API
+      // error; nats.js gives it the client code of "no responders" all the same.
+      if (edge && isNoResponders(error) && jsApiError(error) === undefined) {
         // No ledger relays the edge now (a restart): nothing was stored; wait and send it again.
         unrelayed++;
         const waited = Date.now() - started;

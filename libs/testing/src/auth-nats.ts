@@ -1,15 +1,15 @@
 // A nats-server of the test's own, on a free loopback port, trusting a fresh Baton deployment's
 // operator (decentralized auth, memory resolver): what `baton nats-config` writes. Used by the
 // tests that prove the server, not the message, decides who is speaking.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { connect as netConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ServiceNameSchema } from '@baton/contracts';
 import { credsPath, ensureServiceCreds, openDeployment, writeServerConfig, type AuthDeployment, type NatsHandle } from '@baton/eventstore';
-import { freePort } from './processes';
+// The private servers' helpers live with the integration specs' (one copy for libs and suites alike).
+// eslint-disable-next-line @nx/enforce-module-boundaries
+import { freePort, startNatsServer } from '../../eventstore/src/int/servers';
 
 export interface AuthNatsServer {
   url: string;
@@ -25,23 +25,6 @@ export interface AuthNatsServer {
   stop(): Promise<void>;
 }
 
-async function waitPort(port: number, timeoutMs = 10_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (Date.now() < until) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const socket = netConnect({ host: '127.0.0.1', port });
-      socket.once('connect', () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once('error', () => resolve(false));
-    });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`nothing listens on 127.0.0.1:${port}`);
-}
-
 /** Start nats-server with a new deployment's operator config for `prefix`. */
 export async function startAuthNatsServer(prefix: string): Promise<AuthNatsServer> {
   const dir = mkdtempSync(join(tmpdir(), 'baton-auth-'));
@@ -49,41 +32,19 @@ export async function startAuthNatsServer(prefix: string): Promise<AuthNatsServe
   ensureServiceCreds(deployment);
   const port = await freePort();
   const conf = writeServerConfig(deployment, { listen: `127.0.0.1:${port}`, storeDir: join(dir, 'js') });
-  const output: string[] = [];
-  const child = spawn('nats-server', ['-c', conf], { stdio: ['ignore', 'pipe', 'pipe'] });
-  child.stdout?.on('data', (c: Buffer) => output.push(c.toString()));
-  child.stderr?.on('data', (c: Buffer) => output.push(c.toString()));
-  try {
-    await waitPort(port);
-  } catch (error) {
-    child.kill('SIGKILL');
-    throw new Error(`nats-server with auth did not start: ${(error as Error).message}\n${output.join('')}`);
-  }
+  const server = await startNatsServer({ port, config: conf }).catch((error: unknown) => {
+    rmSync(dir, { recursive: true, force: true });
+    throw new Error(`nats-server with auth did not start: ${(error as Error).message}`);
+  });
   return {
-    url: `nats://127.0.0.1:${port}`,
+    url: server.url,
     port,
     deployment,
-    output,
-    child,
-    async reload() {
-      const from = output.join('').length;
-      child.kill('SIGHUP');
-      const until = Date.now() + 5_000;
-      while (Date.now() < until) {
-        const since = output.join('').slice(from);
-        const failed = /Failed to reload server configuration: .*/.exec(since);
-        if (failed) throw new Error(`nats-server refused the reload: ${failed[0]}`);
-        if (since.includes('Reloaded server configuration')) return;
-        await new Promise((r) => setTimeout(r, 20));
-      }
-      throw new Error(`nats-server did not report a reload within 5 s\n${output.join('').slice(from)}`);
-    },
+    output: server.output,
+    child: server.child,
+    reload: () => server.reload(),
     async stop() {
-      if (child.exitCode === null && child.signalCode === null) {
-        const exited = once(child, 'exit');
-        child.kill('SIGKILL');
-        await exited;
-      }
+      await server.remove();
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -1,8 +1,10 @@
-import { batonStreamNames, consumerInfos, deploymentStreamNames, type NatsHandle } from '@baton/eventstore';
+import { batonStreamNames, consumerInfos, deploymentStreamNames, jsErrCode, JsErrCode, type NatsHandle } from '@baton/eventstore';
 
 /**
  * A deployment's streams and keys as a test, the bench or the demo sees them from outside: wait until
- * its consumers are idle, and remove what a throwaway prefix leaves behind.
+ * its consumers are idle, and remove what a throwaway prefix leaves behind. The specs of the apps,
+ * which may not depend on @baton/testing, import this file by its path for their cleanup (it needs
+ * nothing but @baton/eventstore), as they do libs/eventstore/src/int/servers.ts.
  */
 
 export interface WaitQuietOptions {
@@ -43,10 +45,46 @@ export interface KeyRemover {
   unlink(...keys: string[]): Promise<number>;
 }
 
-/** Delete a deployment's streams (events, inbox, dead letters) and Redis keys (`<prefix>:*`). */
-export async function cleanupDeployment(nats: NatsHandle, redis: KeyRemover, prefix: string): Promise<void> {
-  for (const stream of deploymentStreamNames(prefix)) await nats.jsm.streams.delete(stream).catch(() => undefined);
+/**
+ * Delete a deployment's streams — every one a deployment of `prefix` may hold
+ * (`deploymentStreamNames`: events, inbox, dead letters, the watchdog's snapshots, the token
+ * revocation log) — and its Redis keys (`<prefix>:*`). A stream that could not be deleted is an
+ * error naming it, thrown once the keys are gone too ({@link deleteStreams}): a failure swallowed
+ * here is a stream that outlives the run on the shared server.
+ */
+export async function cleanupDeployment(nats: Pick<NatsHandle, 'jsm'>, redis: KeyRemover, prefix: string): Promise<void> {
+  const left = await deleteStreams(nats, deploymentStreamNames(prefix));
   await removeDeploymentKeys(redis, prefix);
+  if (left.length > 0) throw new Error(`cleanup left ${left.length} stream(s) of ${prefix} on NATS: ${left.join('; ')}`);
+}
+
+/** How many times {@link deleteStreams} asks to delete one stream before it gives up on it. */
+export const STREAM_DELETE_ATTEMPTS = 3;
+
+/**
+ * Delete the streams named; one that is not there counts as deleted. A delete that fails otherwise
+ * (a JetStream request that timed out on a loaded server, a leader election) is asked again, up to
+ * {@link STREAM_DELETE_ATTEMPTS} times, a little later each time. Returns the streams still there,
+ * each with the last failure (empty when every one is gone).
+ */
+export async function deleteStreams(nats: Pick<NatsHandle, 'jsm'>, names: readonly string[]): Promise<string[]> {
+  const left: string[] = [];
+  for (const name of names) {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await nats.jsm.streams.delete(name);
+        break;
+      } catch (error) {
+        if (jsErrCode(error) === JsErrCode.streamNotFound) break;
+        if (attempt >= STREAM_DELETE_ATTEMPTS) {
+          left.push(`${name} (${error instanceof Error ? error.message : String(error)})`);
+          break;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 250 * attempt));
+      }
+    }
+  }
+  return left;
 }
 
 /**

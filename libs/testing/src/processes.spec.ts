@@ -1,6 +1,5 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, repoRoot, run, startService, stopService, waitReady, type ServiceProcess } from './processes';
@@ -15,6 +14,14 @@ server.listen(Number(process.env.HTTP_PORT), process.env.HTTP_HOST, () => {
 process.on('SIGTERM', () => server.close(() => process.exit(0)));
 `;
 const BROKEN_SERVICE = `console.error('config: NATS_URL is not a URL'); process.exit(78);`;
+// Listens but is never ready: readiness answers 503 with the failing check, as a Baton service does.
+const STUCK_SERVICE = `
+const http = require('node:http');
+const server = http.createServer((req, res) => { res.statusCode = 503; res.end(JSON.stringify({ status: 'not_ready', checks: { nats: true, jetstream: false } })); });
+server.listen(Number(process.env.HTTP_PORT), process.env.HTTP_HOST, () => console.log('stuck started'));
+`;
+// Never listens.
+const SILENT_SERVICE = `console.log('silent started'); setInterval(() => undefined, 1000);`;
 
 describe('service processes', () => {
   let root: string;
@@ -25,6 +32,8 @@ describe('service processes', () => {
     for (const [name, source] of [
       ['fake', FAKE_SERVICE],
       ['broken', BROKEN_SERVICE],
+      ['stuck', STUCK_SERVICE],
+      ['silent', SILENT_SERVICE],
     ] as const) {
       await mkdir(join(root, 'dist', 'apps', name, 'src'), { recursive: true });
       await writeFile(join(root, 'dist', 'apps', name, 'src', 'main.js'), source);
@@ -41,20 +50,6 @@ describe('service processes', () => {
     expect(existsSync(join(found, 'package.json'))).toBe(true);
     expect(existsSync(join(found, 'nx.json'))).toBe(true);
     expect(repoRoot(join(found, 'dist', 'libs', 'testing', 'src'))).toBe(found);
-  });
-
-  it("picks a free loopback port below the kernel's ephemeral range, so no client socket can take it first", async () => {
-    const port = await freePort();
-    expect(port).toBeGreaterThan(0);
-    if (existsSync('/proc/sys/net/ipv4/ip_local_port_range')) {
-      const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
-      const picks = [port, ...(await Promise.all(Array.from({ length: 20 }, () => freePort())))];
-      for (const pick of picks) expect(pick).toBeLessThan(low);
-      expect(new Set(picks).size).toBeGreaterThan(1);
-    }
-    const server = createServer();
-    await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, '127.0.0.1', resolve));
-    await new Promise((resolve) => server.close(resolve));
   });
 
   it('starts a built service with its env, instance and node flags, waits until it is ready, and stops it gracefully', async () => {
@@ -85,8 +80,55 @@ describe('service processes', () => {
   it('fails fast with the output of a service that exits instead of becoming ready', async () => {
     const service = startService('broken', await freePort(), {}, { root });
     started.push(service);
-    await expect(waitReady(service, 10_000)).rejects.toThrow(/broken-1 did not become ready:\s+config: NATS_URL is not a URL/);
+    await expect(waitReady(service, 10_000)).rejects.toThrow(
+      /broken-1 did not become ready: it ended \(exit code 78\); its last output:\s+config: NATS_URL is not a URL/,
+    );
     expect(service.child.exitCode).toBe(78);
+  });
+
+  it('a service that is not ready in time: the error carries its last readiness answer (the failing check) and its output', async () => {
+    const service = startService('stuck', await freePort(), {}, { root });
+    started.push(service);
+    await expect(waitReady(service, 1_500)).rejects.toThrow(
+      /^stuck-1 did not become ready: \d+ s passed; the last readiness answer: 503 \{"status":"not_ready","checks":\{"nats":true,"jetstream":false\}\}; its last output:\s+stuck started/,
+    );
+  });
+
+  it("the deadline is the service's: a wait whose own process stalled past it still sees a service that became ready meanwhile", async () => {
+    const service = startService('fake', await freePort(), {}, { root });
+    started.push(service);
+    const waiting = waitReady(service, 1_000);
+    // This process blocked longer than the whole timeout (a loaded machine, a GC pause): no poll ran.
+    const until = Date.now() + 2_500;
+    while (Date.now() < until) {
+      // busy
+    }
+    await expect(waiting).resolves.toBeUndefined();
+  });
+
+  it('a stall of the waiting process is said in the error of a service that is not ready', async () => {
+    const service = startService('stuck', await freePort(), {}, { root });
+    started.push(service);
+    const waiting = waitReady(service, 1_000);
+    const caught = waiting.catch((error: unknown) => error as Error);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const until = Date.now() + 2_500;
+    while (Date.now() < until) {
+      // busy
+    }
+    const error = await caught;
+    expect(error).toBeInstanceOf(Error);
+    expect((error as Error).message).toMatch(
+      /^stuck-1 did not become ready: \d+ s passed; the last readiness answer: 503 .*; this test process's event loop stalled for up to [23] s meanwhile; its last output:/s,
+    );
+  });
+
+  it('a service whose port never answers: the error says so', async () => {
+    const service = startService('silent', await freePort(), {}, { root });
+    started.push(service);
+    await expect(waitReady(service, 1_000)).rejects.toThrow(
+      /^silent-1 did not become ready: \d+ s passed; its port never answered; its last output:\s+silent started/,
+    );
   });
 
   it('refuses to start a service that is not built', () => {

@@ -1,8 +1,10 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
+// The private servers' helpers live with the integration specs' (one copy for libs and suites alike).
+// eslint-disable-next-line @nx/enforce-module-boundaries
+import { freePort, pauseProcess, resumeProcess } from '../../eventstore/src/int/servers';
 
 /**
  * Baton's services as child processes, for the end-to-end, fault, browser and scale suites, the
@@ -28,62 +30,11 @@ export function repoRoot(from: string = __dirname): string {
   return dir;
 }
 
-/**
- * A free loopback port for a server a test starts. It is picked at random below the kernel's
- * ephemeral range (`/proc/sys/net/ipv4/ip_local_port_range`): a port the kernel hands out itself
- * (`listen(0)`) is also what it hands the next outgoing connection as its local port, so one picked
- * that way could be taken by a client socket — any test's connection to NATS or Redis — in the
- * moment between this check and the server binding it (seen as EADDRINUSE in the browser suite).
- * Falls back to a kernel-chosen port where no such range can be read.
- */
-export async function freePort(): Promise<number> {
-  const low = ephemeralLow();
-  const floor = 10_000;
-  if (low - floor >= 1_000) {
-    for (let attempt = 0; attempt < 50; attempt++) {
-      const port = floor + Math.floor(Math.random() * (low - floor));
-      if (await bindable(port)) return port;
-    }
-  }
-  return kernelPort();
-}
+/** A free loopback port below the kernel's ephemeral range, for a server a test starts (libs/eventstore/src/int/servers.ts). */
+export { freePort };
 
-/** The first port of the kernel's ephemeral range; 0 where it cannot be read (not Linux). */
-function ephemeralLow(): number {
-  try {
-    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
-    if (Number.isInteger(low) && low > 0) return low;
-  } catch {
-    // not Linux: no range to stay below
-  }
-  return 0;
-}
-
-async function bindable(port: number): Promise<boolean> {
-  const server = createServer();
-  const listening = new Promise<boolean>((resolve) => {
-    server.once('listening', () => resolve(true));
-    server.once('error', () => resolve(false));
-  });
-  server.listen(port, '127.0.0.1');
-  const ok = await listening;
-  if (ok) {
-    server.close();
-    await once(server, 'close');
-  }
-  return ok;
-}
-
-async function kernelPort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const address = server.address();
-  const port = typeof address === 'object' && address ? address.port : 0;
-  server.close();
-  await once(server, 'close');
-  return port;
-}
+/** Pause a server process (SIGSTOP) and wait until all its threads have stopped; let it go on again (libs/eventstore/src/int/servers.ts). */
+export { pauseProcess, resumeProcess };
 
 export interface ServiceProcess {
   /** The app under `dist/apps` (ledger, router, watchdog, notifier). */
@@ -129,20 +80,59 @@ export function startService(name: string, port: number, env: Record<string, str
   return { name, instance, port, child, output };
 }
 
-/** Resolve when `/health/ready` answers 200, or fail with the service's last output (also when it exits first). */
+/**
+ * Resolve when `/health/ready` answers 200, or fail with how the wait ended (the process's exit, or
+ * the last readiness answer: a 503 names the failing checks; none when the port never answered) and
+ * the service's last output.
+ *
+ * The deadline is the service's, not this process's: when this process's own event loop stalled
+ * (a loaded machine, a long GC pause of the test runner) the polls in between never ran, and the
+ * service's output was not read either. So once the deadline has passed, what the service wrote
+ * meanwhile is read and readiness asked once more before failing, and the error says how long this
+ * process stalled.
+ */
 export async function waitReady(service: ServiceProcess, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (service.child.exitCode !== null || service.child.signalCode !== null) break;
+  const started = Date.now();
+  const deadline = started + timeoutMs;
+  const ended = () => service.child.exitCode !== null || service.child.signalCode !== null;
+  let last = 'its port never answered';
+  let stalledMs = 0;
+  const ask = async (): Promise<boolean> => {
     try {
-      const response = await fetch(`http://127.0.0.1:${service.port}/health/ready`);
-      if (response.ok) return;
-    } catch {
-      // not listening yet
+      const response = await fetch(`http://127.0.0.1:${service.port}/health/ready`, { signal: AbortSignal.timeout(5_000) });
+      if (response.ok) return true;
+      last = `the last readiness answer: ${response.status} ${(await response.text()).slice(0, 500)}`;
+    } catch (error) {
+      // not listening yet, or the answer took longer than 5 s
+      if ((error as Error).name === 'TimeoutError') last = 'the last readiness request had no answer within 5 s';
     }
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    return false;
+  };
+  // This process's event-loop lag, sampled every 100 ms while the wait lasts.
+  let tick = Date.now();
+  const lag = setInterval(() => {
+    const now = Date.now();
+    stalledMs = Math.max(stalledMs, now - tick - 100);
+    tick = now;
+  }, 100);
+  try {
+    while (Date.now() < deadline && !ended()) {
+      if (await ask()) return;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    if (!ended()) {
+      // Read what the service wrote while this process was not reading, then ask once more.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      if (await ask()) return;
+    }
+  } finally {
+    clearInterval(lag);
   }
-  throw new Error(`${service.instance} did not become ready:\n${service.output.join('').slice(-3000)}`);
+  const how = ended()
+    ? `it ended (${service.child.signalCode !== null ? `signal ${service.child.signalCode}` : `exit code ${String(service.child.exitCode)}`})`
+    : `${Math.round((Date.now() - started) / 1000)} s passed; ${last}`;
+  const stalled = stalledMs >= 2_000 ? `; this test process's event loop stalled for up to ${Math.round(stalledMs / 1000)} s meanwhile` : '';
+  throw new Error(`${service.instance} did not become ready: ${how}${stalled}; its last output:\n${service.output.join('').slice(-3000)}`);
 }
 
 /** The last `lines` non-blank lines a service wrote (stdout and stderr, in order). */

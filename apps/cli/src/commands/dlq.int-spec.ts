@@ -265,6 +265,7 @@ describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
         'source',
         'source_name',
         'subject',
+        'project',
         'dlq_subject',
         'original_stream',
         'original_seq',
@@ -417,5 +418,79 @@ describe('baton dlq (real NATS): list, show and an idempotent redrive', () => {
       redeliver: command,
     });
     expect((await baton('dlq', 'show', '1')).out).not.toContain('notice redeliver');
+  });
+  it('every letter shows the project of its original subject — the one --project matches — in list (PROJECT column, --json project) and show; null / - when its subject names none', async () => {
+    const other = await inboxLetter(`${prefix}.in.p2.start`, '{"workflow_run_id":"wr-2","workflow":"w"}', 'unknown_workflow', 'router-starts');
+    const nowhere = await deadLetter(nats.js, {
+      prefix,
+      source: 'ledger',
+      reason: 'schema_violation',
+      subject: 'elsewhere',
+      data: encoder.encode('{}'),
+      deliveries: 1,
+      stream: 'core',
+      seq: 0,
+    });
+    const listed = await json<Array<Record<string, unknown>>>('dlq', 'list', '--json');
+    expect(listed.map((l) => [l['seq'], l['project']])).toEqual([
+      [1, 'p1'],
+      [2, 'p1'],
+      [other, 'p2'],
+      [nowhere.seq, null],
+    ]);
+    // The column and --project agree, letter by letter.
+    for (const project of ['p1', 'p2']) {
+      const matched = await json<Array<Record<string, unknown>>>('dlq', 'list', '--project', project, '--json');
+      expect(matched.map((l) => l['seq'])).toEqual(listed.filter((l) => l['project'] === project).map((l) => l['seq']));
+    }
+    const table = await baton('dlq', 'list');
+    const rows = table.out.split('\n');
+    expect(rows[0]).toMatch(/\sPROJECT\s+NOTICE$/);
+    expect(rows.find((row) => row.startsWith('1 '))).toMatch(/\sp1\s+-$/);
+    expect(rows.find((row) => row.startsWith(`${other} `))).toMatch(/\sp2\s+-$/);
+    expect(rows.find((row) => row.startsWith(`${nowhere.seq} `))).toMatch(/\s-\s+-$/);
+    expect((await baton('dlq', 'show', '1')).out).toMatch(/^project:\s+p1$/m);
+    expect((await json<Record<string, unknown>>('dlq', 'show', String(other), '--json'))['project']).toBe('p2');
+  });
+
+  it('dlq show of a redrive marker says what is there — the marker of letter N, redriven when, to where — exit 1 not_a_dead_letter with it in details; an empty seq stays not_found', async () => {
+    const redrive = await json<Report>('dlq', 'redrive', '--json');
+    expect(redrive.redriven).toBe(1);
+    // The DLQ now holds letters 1 and 2, and at 3 the marker of letter 1.
+    const shown = await baton('dlq', 'show', '3');
+    expect(shown.code).toBe(1);
+    expect(shown.out).toBe('');
+    expect(shown.err).toMatch(
+      new RegExp(
+        `^baton dlq: seq 3 in ${batonStreamNames(prefix).dlq} is not a dead letter: it is the redrive marker of letter 1, redriven \\d{4}-\\d\\d-\\d\\dT[^ ]+ to ${inboxSubject().replace(/\./g, '\\.')} \\(seq 2\\); that letter is shown redriven\\. The letter: baton dlq show 1`,
+      ),
+    );
+    const asJson = await baton('dlq', 'show', '3', '--json');
+    expect(asJson.code).toBe(1);
+    const failure = JSON.parse(asJson.err) as { error: { code: string; details: Record<string, unknown> } };
+    expect(failure.error.code).toBe('not_a_dead_letter');
+    expect(failure.error.details).toEqual({
+      seq: 3,
+      kind: 'redrive_marker',
+      subject: `${prefix}.dlq._redriven`,
+      marks_seq: 1,
+      redriven_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) as string,
+      target_subject: inboxSubject(),
+      target_seq: 2,
+      counts: true,
+    });
+    // A marker of an earlier version (empty body on <prefix>.dlq.redriven): said as such, and that it counts for nothing.
+    const legacy = natsHeaders();
+    legacy.set('Baton-Dlq-Redriven-Seq', '2');
+    legacy.set('Baton-Dlq-Redriven-At', '2024-01-01T00:00:00.000Z');
+    const old = await nats.js.publish(`${prefix}.dlq.redriven`, new Uint8Array(0), { headers: legacy });
+    const oldShown = JSON.parse((await baton('dlq', 'show', String(old.seq), '--json')).err) as { error: { code: string; details: Record<string, unknown> } };
+    expect(oldShown.error).toMatchObject({ code: 'not_a_dead_letter', details: { kind: 'legacy_redrive_marker', marks_seq: 2, counts: false } });
+    // Nothing at that seq: not_found, as before.
+    const none = await baton('dlq', 'show', '99', '--json');
+    expect(none.code).toBe(1);
+    expect((JSON.parse(none.err) as { error: { code: string } }).error.code).toBe('not_found');
+    // The letters themselves still show.
+    expect((await baton('dlq', 'show', '1')).code).toBe(0);
   });
 });

@@ -7,6 +7,7 @@ import {
   REFUSED_MESSAGE_REASONS,
   StreamNotFound,
   type DeadLetterRecord,
+  type DlqEntry,
   type DlqFilter,
 } from '@baton/eventstore';
 import type { Command, ParsedArgs } from '../command';
@@ -36,6 +37,8 @@ function letterJson(letter: DeadLetterRecord): Record<string, unknown> {
     source: letter.source,
     source_name: letter.sourceName,
     subject: letter.subject,
+    // The project of the original subject: what --project matches (null for a subject that names none).
+    project: letter.project ?? null,
     dlq_subject: letter.dlqSubject,
     original_stream: letter.originalStream ?? null,
     original_seq: letter.originalSeq ?? null,
@@ -109,13 +112,17 @@ Letters written before these names carry the consumer's durable name (e.g.
 router__prefix__in_any_result_any_4f0c0a3d for router-results): list shows the readable name,
 and --source with either name finds both.
 
-  list      one line per dead letter (seq, reason, source, original subject, size, redriven;
-            for a letter of notifier-webhooks / notifier-mesh-webhooks — a notice a webhook never
-            took — the notice's project and id; --json: notice {project, notice_id, redeliver},
-            null for other letters)
+  list      one line per dead letter (seq, reason, source, original subject, size, redriven, the
+            project of the original subject — what --project matches, - when it names none;
+            --json: project, null then; for a letter of notifier-webhooks /
+            notifier-mesh-webhooks — a notice a webhook never took — the notice's id; --json:
+            notice {project, notice_id, redeliver}, null for other letters)
   show      one dead letter in full: reason, detail, original subject and headers, the bytes as
             text (or base64 when they are not UTF-8); for a notice a webhook never took, the
-            command that sends it again: baton notice redeliver <notice> --project <project>
+            command that sends it again: baton notice redeliver <notice> --project <project>.
+            A seq that holds a redrive marker, not a letter: exit 1 not_a_dead_letter, naming the
+            letter it marks and when (details: kind, marks_seq, redriven_at, target_subject,
+            target_seq, counts); a seq that holds nothing: exit 1 not_found
   redrive   republish the dead letters that may be redriven, each to its original subject, and
             report every letter: redriven, duplicate, or skipped with its reason. A letter is
             republished only when
@@ -243,8 +250,9 @@ export const dlqCommand: Command = {
               { header: 'bytes', value: (l) => l.data.length },
               { header: 'at', value: (l) => l.at },
               { header: 'redriven', value: (l) => (l.redriven ? 'yes' : 'no') },
-              // A webhook letter is a notice a webhook never took: its project and id, whole (they are what `notice redeliver` takes).
-              { header: 'project', value: (l) => l.notice?.project, whole: true },
+              // The project of the original subject (what --project matches), whole: a webhook letter's is its notice's, which `notice redeliver` takes.
+              { header: 'project', value: (l) => l.project, whole: true },
+              // A webhook letter is a notice a webhook never took: its id, whole.
               { header: 'notice', value: (l) => l.notice?.noticeId, whole: true },
             ],
             '(no dead letters)',
@@ -262,8 +270,10 @@ export const dlqCommand: Command = {
         const seq = Number(args.positionals[0]);
         if (!Number.isInteger(seq) || seq < 1) throw new UsageError(`<seq> must be a positive integer, got "${args.positionals[0]}"`);
         const dlq = await admin(ctx);
-        const letter = await guarded(ctx, () => dlq.show(seq));
-        if (letter === null) throw new CliError(`no dead letter at seq ${seq} in ${dlq.stream}`, { code: CliErrorCode.notFound });
+        const entry = await guarded(ctx, () => dlq.at(seq));
+        if (entry === null) throw new CliError(`no dead letter at seq ${seq} in ${dlq.stream}`, { code: CliErrorCode.notFound });
+        if (entry.kind !== 'letter') throw notADeadLetter(dlq.stream, entry);
+        const letter = entry.letter;
         const json = letterJson(letter);
         if (flag(args, 'json')) {
           printJson(ctx.io, json);
@@ -276,6 +286,7 @@ export const dlqCommand: Command = {
             detail: letter.detail,
             source: letter.sourceName === letter.source ? letter.source : `${letter.sourceName} (recorded as ${letter.source})`,
             subject: letter.subject,
+            project: letter.project,
             'original stream': letter.originalStream,
             // A core request (a refused ledger command or publish) has no stream: its number is a key made from its digest.
             ...(letter.originalStream === 'core'
@@ -284,7 +295,7 @@ export const dlqCommand: Command = {
             deliveries: letter.deliveries,
             at: letter.at,
             redriven: letter.redriven ? 'yes' : 'no',
-            ...(letter.notice !== undefined ? { project: letter.notice.project, notice: letter.notice.noticeId } : {}),
+            ...(letter.notice !== undefined ? { notice: letter.notice.noticeId } : {}),
             headers: letter.headers,
             bytes: letter.data.length,
           }),
@@ -350,6 +361,52 @@ export const dlqCommand: Command = {
     }
   },
 };
+
+/**
+ * `dlq show` of a sequence that holds no dead letter but a redrive marker (or an earlier version's
+ * marker): exit 1 `not_a_dead_letter`, saying which letter the marker marks and when, with the same
+ * in `details` (`kind`, `marks_seq`, `redriven_at`, `target_subject`, `target_seq`, `counts`).
+ */
+function notADeadLetter(stream: string, entry: Exclude<DlqEntry, { kind: 'letter' }>): CliError {
+  if (entry.kind === 'legacy_redrive_marker') {
+    return new CliError(
+      `seq ${entry.seq} in ${stream} is not a dead letter: it is a redrive marker of an earlier version (on ${entry.subject}) for letter ${entry.marksSeq ?? '?'}${entry.at !== null ? `, written ${entry.at}` : ''}; such markers are ignored (they prove nothing): baton dlq show ${entry.marksSeq ?? '<seq>'}`,
+      {
+        code: CliErrorCode.notADeadLetter,
+        details: { seq: entry.seq, kind: entry.kind, subject: entry.subject, marks_seq: entry.marksSeq, redriven_at: entry.at, counts: false },
+      },
+    );
+  }
+  const marker = entry.marker;
+  if (marker === null) {
+    return new CliError(
+      `seq ${entry.seq} in ${stream} is not a dead letter: it is on the redrive marker subject ${entry.subject} but is no marker a redrive wrote (ignored)`,
+      {
+        code: CliErrorCode.notADeadLetter,
+        details: { seq: entry.seq, kind: entry.kind, subject: entry.subject, marks_seq: null, redriven_at: null, counts: false },
+      },
+    );
+  }
+  const counts = entry.counts
+    ? 'that letter is shown redriven'
+    : 'it does not match that letter (another stream, or other bytes), which is not shown redriven by it';
+  return new CliError(
+    `seq ${entry.seq} in ${stream} is not a dead letter: it is the redrive marker of letter ${marker.dlq_seq}, redriven ${marker.at} to ${marker.target_subject} (seq ${marker.target_seq}); ${counts}. The letter: baton dlq show ${marker.dlq_seq}`,
+    {
+      code: CliErrorCode.notADeadLetter,
+      details: {
+        seq: entry.seq,
+        kind: entry.kind,
+        subject: entry.subject,
+        marks_seq: marker.dlq_seq,
+        redriven_at: marker.at,
+        target_subject: marker.target_subject,
+        target_seq: marker.target_seq,
+        counts: entry.counts,
+      },
+    },
+  );
+}
 
 function help(ctx: CliContext): ExitCode {
   ctx.io.stdout.write(HELP);

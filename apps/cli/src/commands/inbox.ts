@@ -35,7 +35,9 @@ Options:
   --order <o>      newest (default) or urgent
   --json           print the items as a JSON array (the next cursor goes to stderr, as the JSON
                    line {"next_cursor":"<c>"})
-  --json-page      print one JSON object { items, next_cursor } (null on the last page)
+  --json-page      print one JSON object { items, next_cursor, open_count } as GET /v1/inbox answers
+                   it: next_cursor null on the last page; open_count how many open items the
+                   filters other than --status select (the size of the inbox, not of the page)
 `,
   async run(argv, ctx) {
     const args = parseCommandArgs(
@@ -72,6 +74,8 @@ Options:
     const views = createBatonViews(store);
     const page = await readPage(() => views.inbox({ filters, order, ...pageRequest(args) }));
     await warnIfUnbuilt(ctx, store, 'inbox', page);
+    // The count GET /v1/inbox answers with the page (the same read: BatonViews.inboxOpenCount).
+    const pageFields = args.values['json-page'] === true ? { open_count: await views.inboxOpenCount(filters) } : undefined;
     return printPage<InboxItem>(ctx.io, args, page, {
       command: 'inbox',
       columns: [
@@ -86,6 +90,7 @@ Options:
         { header: 'title', value: (i) => i.title, max: 50 },
       ],
       empty: 'the inbox is empty',
+      ...(pageFields !== undefined ? { pageFields } : {}),
     });
   },
 };

@@ -1,9 +1,12 @@
 import { randomUUID } from 'node:crypto';
+import { decodeInbound, InboxBodySchemas } from '@baton/contracts';
+import type { RunEvent } from '@baton/domain';
+import { PermissionDenied, streamReader, type EventStore } from '@baton/eventstore';
+import type { PublishReceipt } from '@baton/sdk';
 import type { Command } from '../command';
 import { int, parseCommandArgs, required, str } from '../command';
-import { ExitCode } from '../errors';
-import type { RunEvent } from '@baton/domain';
-import type { EventStore } from '@baton/eventstore';
+import type { CliContext } from '../context';
+import { ExitCode, streamReadError } from '../errors';
 import { publishAndReport, type Settled } from './publishing';
 import { idArg, projectArg } from '../timeline';
 
@@ -28,8 +31,9 @@ Options:
 
 It then says what the run did with it: outcome delivered (to the agent, with its name) or queued
 (with its place), exit 0; refused (the run's code: run_not_awaiting_input, message_queue_full…),
-message_id_reused (the run holds this id with other text: this text was not stored) or not_found
-(no such run: the router dead-letters it), exit 1; pending (not recorded within --wait-ms), exit 0.
+message_id_reused (the id is already a message with other text, one the run took or refused: this
+text was not stored) or not_found (no such run: the router dead-letters it), exit 1; pending (not
+recorded within --wait-ms), exit 0.
 `,
   async run(argv, ctx) {
     const args = parseCommandArgs(
@@ -63,7 +67,12 @@ message_id_reused (the run holds this id with other text: this text was not stor
       { workflow_run_id: runId, message_id: messageId },
       waitMs === 0
         ? undefined
-        : async () => settled(await messageOutcome(await ctx.eventStore(), { project, runId, messageId, text }, waitMs), { project, runId, messageId }),
+        : async (receipt) =>
+            settled(await messageOutcome(await ctx.eventStore(), { project, runId, messageId, text }, waitMs, await heldText(ctx, receipt)), {
+              project,
+              runId,
+              messageId,
+            }),
     );
   },
 };
@@ -88,31 +97,64 @@ interface MessageRef {
 }
 
 /**
+ * What the stream holds under the message's id when it dropped this publish as a duplicate
+ * (`receipt.duplicate`: the message stored at `receipt.seq`): that message's text, or null when
+ * what is stored there is not a customer message (another publisher's body under the id).
+ * Undefined when this publish was stored, or when these credentials may not read the inbox stream
+ * (an agent's: then only the run's record of the id can tell).
+ */
+export async function heldText(ctx: CliContext, receipt: PublishReceipt): Promise<string | null | undefined> {
+  if (!receipt.duplicate) return undefined;
+  let stored;
+  try {
+    stored = await streamReader(await ctx.nats(), receipt.stream).message(receipt.seq);
+  } catch (error) {
+    if (error instanceof PermissionDenied) return undefined;
+    throw streamReadError(error, receipt.stream, ctx.config().BATON_PREFIX, ctx.natsUrl());
+  }
+  if (stored === null) return undefined;
+  const decoded = decodeInbound(stored.data, InboxBodySchemas.message);
+  return decoded.ok ? decoded.value.text : null;
+}
+
+/**
  * Wait (at most `waitMs`) for the run to record the message: delivered to its agent
  * (`run.message_received`), queued while an agent works (`run.message_queued`), or refused
  * (`run.result_rejected`, `refused: message`) — from the run's events, the first read the whole
  * history (a message sent before, under the same id, was recorded already), then only what came
- * after. The same id recorded with other text is `id_reused`: this text was not stored. A run with
- * no events at the end is `no_run` (the router dead-letters the message); nothing yet, `pending`.
+ * after. The id held with other text is `id_reused` — this text was not stored, whatever became of
+ * the first: held by the stream (`heldByStream`, {@link heldText}: the message it kept when it dropped
+ * this one as a duplicate — the only record of the text when the run refused that message, since a
+ * refusal records none) or by the run (the text its `run.message_received` / `queued` recorded,
+ * when the stream stored this one again after its duplicate window). A run with no events at the
+ * end is `no_run` (the router dead-letters the message); nothing yet, `pending`.
  */
-export async function messageOutcome(store: Pick<EventStore, 'read'>, ref: MessageRef, waitMs: number): Promise<MessageOutcome> {
+export async function messageOutcome(store: Pick<EventStore, 'read'>, ref: MessageRef, waitMs: number, heldByStream?: string | null): Promise<MessageOutcome> {
   const deadline = Date.now() + waitMs;
   const aggregate = { project: ref.project, kind: 'run', id: ref.runId } as const;
+  // The text the id is held with (null: something that is not a customer message), once known.
+  let held = heldByStream;
   let afterSeq = 0;
   for (;;) {
     const { events, lastSeq } = await store.read(aggregate, { afterSeq });
+    let recorded: MessageOutcome | undefined;
     for (const stored of events) {
       const event = { type: stored.type, data: stored.payload } as RunEvent;
       if ((event.type === 'run.message_received' || event.type === 'run.message_queued') && event.data.message_id === ref.messageId) {
-        if (event.data.text !== ref.text) return { kind: 'id_reused' };
-        return event.type === 'run.message_received'
-          ? { kind: 'delivered', agent: event.data.agent }
-          : { kind: 'queued', agent: event.data.agent, position: event.data.position };
+        held ??= event.data.text;
+        recorded =
+          event.type === 'run.message_received'
+            ? { kind: 'delivered', agent: event.data.agent }
+            : { kind: 'queued', agent: event.data.agent, position: event.data.position };
+        break;
       }
       if (event.type === 'run.result_rejected' && event.data.refused === 'message' && event.data.result_id === ref.messageId) {
-        return { kind: 'refused', code: event.data.code, message: event.data.message };
+        recorded = { kind: 'refused', code: event.data.code, message: event.data.message };
+        break;
       }
     }
+    if (held !== undefined && held !== ref.text) return { kind: 'id_reused' };
+    if (recorded !== undefined) return recorded;
     afterSeq = Math.max(afterSeq, lastSeq);
     if (Date.now() >= deadline) return afterSeq === 0 ? { kind: 'no_run' } : { kind: 'pending' };
     await new Promise<void>((resolve) => setTimeout(resolve, Math.min(100, Math.max(0, deadline - Date.now()))));
@@ -138,7 +180,7 @@ function settled(outcome: MessageOutcome, ref: { project: string; runId: string;
         code: ExitCode.failure,
         error: {
           code: 'message_id_reused',
-          message: `run ${ref.runId} holds message ${ref.messageId} with other text: this text was not stored (send it under a new --id)`,
+          message: `message ${ref.messageId} of run ${ref.runId} was sent before with other text: this text was not stored (send it under a new --id)`,
         },
       };
     case 'no_run':

@@ -1,27 +1,34 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { AgentNameSchema, ProjectIdSchema, ServiceNameSchema, describePrincipal, type Principal } from '@baton/contracts';
+import { ensureTokenKeyFile } from '@baton/platform';
 import {
   DeploymentError,
   credsName,
+  credsPath,
   ensureServiceCreds,
   isUserPublicKey,
   issueCreds,
   openDeployment,
   permissionsFor,
   readLocalDeployment,
+  readAccountLimits,
   readServerConfigSettings,
   revokeUsers,
   usersOfPrincipal,
+  writeAccountLimits,
   writeServerConfig,
+  AGENT_USER_LIMITS,
   type AuthDeployment,
   type Revocation,
   type RevokedUser,
+  type UserLimits,
 } from '@baton/eventstore';
 import type { Command } from '../command';
 import { flag, parseCommandArgs, required, str } from '../command';
 import type { CliContext } from '../context';
 import { CliError, CliErrorCode, CliWarningCode, ExitCode, UsageError } from '../errors';
+import { configuredStreams, reachDeploymentServer, serverStreams, storageNeed, type DeploymentServer, type StreamNeed } from './capacity';
 
 /** The deployment folder: `--dir`, else BATON_NATS_DIR, else ./var/nats-auth. */
 function deploymentDir(ctx: CliContext, dir: string | undefined): string {
@@ -85,6 +92,45 @@ export function hostPort(option: string, value: string): string {
   const portOk = /^\d{1,5}$/.test(port) && Number(port) >= 1 && Number(port) <= 65535;
   if (!hostOk || !portOk) throw new UsageError(`--${option} must be host:port with a host and a port from 1 to 65535 (e.g. 127.0.0.1:4222), got "${value}"`);
   return value;
+}
+
+const BYTE_UNITS: Readonly<Record<string, number>> = { '': 1, b: 1, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3, tib: 1024 ** 4 };
+
+/**
+ * A size option (`--max-store`, `--max-payload`): a whole number of bytes, or of KiB, MiB, GiB or
+ * TiB (`512MiB`, `20GiB`; any case), from `min` to `max`; `none` (when `none` allows it) is null,
+ * for no limit. Anything else is a usage error before anything is written.
+ */
+export function byteSize(option: string, value: string, bounds: { min: number; max: number; none?: boolean }): number | null {
+  if (bounds.none === true && value === 'none') return null;
+  const match = /^(\d+)\s*([a-z]*)$/i.exec(value.trim());
+  const unit = match ? BYTE_UNITS[match[2]!.toLowerCase()] : undefined;
+  const bytes = match && unit !== undefined ? Number(match[1]) * unit : Number.NaN;
+  if (!Number.isSafeInteger(bytes) || bytes < bounds.min || bytes > bounds.max) {
+    throw new UsageError(
+      `--${option} must be a size from ${bounds.min} to ${bounds.max} bytes: digits, optionally with KiB, MiB, GiB or TiB (e.g. 20GiB)${bounds.none === true ? ', or none' : ''}; got "${value}"`,
+    );
+  }
+  return bytes;
+}
+
+/** A count option (`--max-subs`): a whole number from `min` to `max`, or `none` (null: no limit). */
+function countOption(option: string, value: string, bounds: { min: number; max: number }): number | null {
+  if (value === 'none') return null;
+  const n = /^\d+$/.test(value.trim()) ? Number(value.trim()) : Number.NaN;
+  if (!Number.isSafeInteger(n) || n < bounds.min || n > bounds.max)
+    throw new UsageError(`--${option} must be a whole number from ${bounds.min} to ${bounds.max}, or none; got "${value}"`);
+  return n;
+}
+
+/** The JetStream storage limit of the deployment's account as the folder keeps it (a file that cannot be read is the CLI's error). */
+function accountMaxStore(deployment: AuthDeployment): number | null {
+  try {
+    return readAccountLimits(deployment.dir).maxStore;
+  } catch (error) {
+    if (error instanceof DeploymentError) throw new CliError(error.message, { cause: error });
+    throw error;
+  }
 }
 
 /** Whether `value` is a `host:port` {@link hostPort} takes. */
@@ -178,7 +224,7 @@ export function chooseSettings(
 export const natsConfigCommand: Command = {
   name: 'nats-config',
   summary: 'make the NATS operator, account and service credentials and write a nats-server configuration',
-  help: `Usage: baton nats-config [--dir <folder>] [--listen <host:port>] [--store-dir <folder>] [--http <host:port>] [--json]
+  help: `Usage: baton nats-config [--dir <folder>] [--listen <host:port>] [--store-dir <folder>] [--http <host:port>] [--max-store <size>|none [--allow-below-reserved]] [--json]
 
 Set up NATS authentication for a Baton deployment (decentralized JWT auth, works on
 nats-server 2.9 and newer). The first run creates an operator key, the BATON account (JetStream
@@ -189,9 +235,16 @@ principal may publish and read only its own subjects (see docs/identity.md).
 
 Start the server with:   nats-server -c <folder>/nats-server.conf
 and each service with:   NATS_CREDS=<folder>/creds/<service>.creds
+When a nats-server of the deployment runs already (npm start's local.json names its pid, or one
+answers at the listen with the folder's admin credentials), it says to reload it instead, with its
+pid and the command (nats-server --signal reload=<pid>); to restart it when a listener or the
+JetStream folder changed (--json: running_server, apply, apply_command).
 Agents get their own file from \`baton creds agent\`.
 
 The *.seed files are secrets (mode 0600): whoever holds account.seed can issue credentials.
+So is <folder>/token.key (0600, made once): the operator API's token authority — baton token
+create signs token records with it, and a notifier given it (BATON_TOKEN_KEY_FILE) refuses any
+record not signed with it.
 
 Run again, it keeps the keys, the operator JWT already written and the revocations, and the
 listeners and JetStream folder the nats-server.conf in <folder> names (npm start's port and
@@ -206,13 +259,38 @@ Options:
                         TLS is set up)
   --store-dir <folder>  JetStream storage (default: kept, else <folder>/jetstream)
   --http <host:port>    monitoring listener (default: kept, else none; "none" removes it)
+  --max-store <size>    most bytes the BATON account's JetStream streams may hold together on disk
+                        (account-limits.json; e.g. 200GiB; "none" removes it; default: kept, else
+                        none). The server refuses a publish past it ("resource limits exceeded for
+                        account": storage_full to a client) and a stream whose max_bytes, with the
+                        others', do not fit (the services' DLQ and inbox limits: docs/sre.md,
+                        Capacity). A running server takes it on a reload, as a revocation.
+                        A size below what the account's streams need is refused
+                        (max_store_below_reserved, nothing written): their max_bytes x replicas
+                        reserved (BATON_DLQ_MAX_BYTES, BATON_INBOX_MAX_BYTES, BATON_STREAM_REPLICAS
+                        as the services are given them, or larger limits the server's streams have)
+                        plus what streams without a limit store (the events). Read from the
+                        deployment's nats-server when it answers; else the settings only, with a
+                        warning (max_store_unverified) naming what was not checked
+  --allow-below-reserved  write such a --max-store anyway (warns max_store_below_reserved). RISK:
+                        after its next restart nats-server does not load a stream that does not fit
+                        (the DLQ first) and no service starts until the limit is raised
   --json                print the paths as JSON ({ dir, prefix, server_config, listen, store_dir,
-                        http, account, creds, kept, changed })
+                        http, max_store, max_store_check, account, creds, token_key, kept, changed,
+                        running_server, apply, apply_command })
 `,
   async run(argv, ctx) {
     const args = parseCommandArgs(
       argv,
-      { dir: { type: 'string' }, listen: { type: 'string' }, 'store-dir': { type: 'string' }, http: { type: 'string' }, json: { type: 'boolean' } },
+      {
+        dir: { type: 'string' },
+        listen: { type: 'string' },
+        'store-dir': { type: 'string' },
+        http: { type: 'string' },
+        'max-store': { type: 'string' },
+        'allow-below-reserved': { type: 'boolean' },
+        json: { type: 'boolean' },
+      },
       { min: 0, max: 0 },
     );
     if (args.help) {
@@ -228,6 +306,11 @@ Options:
       ...(httpGiven !== undefined ? { http: httpGiven === 'none' ? null : hostPort('http', httpGiven) } : {}),
       ...(storeGiven !== undefined ? { storeDir: resolve(storeGiven) } : {}),
     };
+    const maxStoreGiven = str(args, 'max-store');
+    const maxStore =
+      maxStoreGiven !== undefined ? byteSize('max-store', maxStoreGiven, { min: 1024 * 1024, max: Number.MAX_SAFE_INTEGER, none: true }) : undefined;
+    if (flag(args, 'allow-below-reserved') && (maxStore === undefined || maxStore === null))
+      throw new UsageError('--allow-below-reserved goes with --max-store <size>: it writes a size below what the streams reserve');
     const deployment = open(ctx, str(args, 'dir'), true);
     const existing = join(deployment.dir, 'nats-server.conf');
     // What the configuration there names already: a server running from it cannot take another
@@ -236,7 +319,22 @@ Options:
       listen: '127.0.0.1:4222',
       storeDir: resolve(deployment.dir, 'jetstream'),
     });
+    // The deployment's nats-server, when one runs: --max-store is checked against its streams, and
+    // the operator is told to reload it rather than start it.
+    const server = await reachDeploymentServer(settings.listen, credsPath(deployment, { kind: 'op', relay: 'admin' }), deployment.prefix);
+    let maxStoreCheck: MaxStoreCheck | null = null;
+    try {
+      if (maxStore !== undefined && maxStore !== null)
+        maxStoreCheck = await checkMaxStore(ctx, maxStore, server, deployment.prefix, flag(args, 'allow-below-reserved'));
+    } finally {
+      if (server.reached) await server.handle.close().catch(() => undefined);
+    }
+    // Kept in the folder: every account JWT signed from it (this one, a revocation's) carries it.
+    if (maxStore !== undefined) writeAccountLimits(deployment, { maxStore });
+    const maxStoreInForce = accountMaxStore(deployment);
     const creds = ensureServiceCreds(deployment);
+    // The operator API's token authority, beside the admin's credentials (made once, kept).
+    const tokenKey = ensureTokenKeyFile(deployment.dir).key.file;
     const config = writeServerConfig(deployment, {
       listen: settings.listen,
       storeDir: settings.storeDir,
@@ -257,6 +355,8 @@ Options:
         `${existing} named no ${unread.join(', ')} nats-config could read: the default is written (${unread.map((setting) => `${setting} ${written[setting]}`).join(', ')}); a nats-server running from it with another must be restarted, not reloaded`,
       );
     }
+    const running = runningServer(deployment.dir, server);
+    const apply = applyOf(config, running, changed.length > 0);
     const summary = {
       dir: deployment.dir,
       prefix: deployment.prefix,
@@ -264,10 +364,16 @@ Options:
       listen: settings.listen,
       store_dir: settings.storeDir,
       http: settings.http,
+      max_store: maxStoreInForce,
+      max_store_check: maxStoreCheck,
       account: deployment.account.publicKey,
       creds,
+      token_key: tokenKey,
       kept,
       changed,
+      running_server: running,
+      apply: apply.apply,
+      apply_command: apply.command,
     };
     if (flag(args, 'json')) {
       ctx.io.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
@@ -279,14 +385,159 @@ Options:
         `deployment ${deployment.dir} (prefix ${deployment.prefix}, account ${deployment.account.publicKey})`,
         `server configuration: ${config}`,
         `  listen ${settings.listen}, store_dir ${settings.storeDir}, http ${settings.http ?? 'none'}${keptNote}`,
-        `  start it with: nats-server -c ${config}`,
+        `  JetStream storage of the account: ${maxStoreInForce !== null ? `at most ${maxStoreInForce} bytes (--max-store)` : 'no limit (--max-store sets one)'}`,
+        `  ${apply.prose}`,
         ...Object.entries(creds).map(([name, file]) => `credentials of ${name}: ${file}`),
+        `token key (the notifier's and baton token's BATON_TOKEN_KEY_FILE): ${tokenKey}`,
         '',
       ].join('\n'),
     );
     return ExitCode.ok;
   },
 };
+
+/** What `nats-config --max-store` checked the size against (`--json`: max_store_check; the details of `max_store_below_reserved`). */
+export interface MaxStoreCheck {
+  asked: number;
+  /** Σ max_bytes × replicas of the streams with a limit. */
+  reserved: number;
+  /** Σ bytes × replicas the streams without a limit store; null: not read (the server could not be). */
+  stored: number | null;
+  /** reserved + stored: the least --max-store that holds them. */
+  required: number;
+  /** `server`: the server's streams were read (with the services' settings for Baton's own); `configured`: the settings only. */
+  source: 'server' | 'configured';
+  server_url: string;
+  streams: StreamNeed[];
+  /** What was not checked (the server not read): `stored` (what the events hold), `other_streams`, `server_limits` (limits set on the server by hand). */
+  unchecked: string[];
+}
+
+/**
+ * Check `--max-store` (`asked` bytes) against what the account's streams need ({@link storageNeed}):
+ * the deployment's server's streams when it was reached, else the limits the services' settings give
+ * Baton's streams (warning \`max_store_unverified\`). Below it: the failure \`max_store_below_reserved\`
+ * (nothing written), or with `allow` the warning of that code.
+ */
+async function checkMaxStore(ctx: CliContext, asked: number, server: DeploymentServer, prefix: string, allow: boolean): Promise<MaxStoreCheck> {
+  let configured: StreamNeed[];
+  try {
+    configured = configuredStreams(prefix, ctx.env);
+  } catch (error) {
+    throw new UsageError(`--max-store is checked against the services' stream settings, which are not valid here: ${(error as Error).message}`, false);
+  }
+  let onServer: StreamNeed[] | null = null;
+  let why = server.reached ? '' : server.detail;
+  if (server.reached) {
+    try {
+      onServer = await serverStreams(server.handle.jsm);
+    } catch (error) {
+      why = `listing the streams at ${server.url} failed (${(error as Error).message})`;
+    }
+  }
+  const need = storageNeed(configured, onServer);
+  const check: MaxStoreCheck = {
+    asked,
+    reserved: need.reserved,
+    stored: need.stored,
+    required: need.required,
+    source: onServer !== null ? 'server' : 'configured',
+    server_url: server.url,
+    streams: need.streams,
+    unchecked: onServer !== null ? [] : ['stored', 'other_streams', 'server_limits'],
+  };
+  if (onServer === null) {
+    ctx.warn(
+      CliWarningCode.maxStoreUnverified,
+      `the deployment's nats-server could not be read (${why}): --max-store ${asked} was checked only against the limits the services' settings give Baton's streams (${need.reserved} bytes reserved: BATON_DLQ_MAX_BYTES, BATON_INBOX_MAX_BYTES x BATON_STREAM_REPLICAS as set here). Not checked: what the events stream stores, other streams of the account, limits set on the server's streams by hand — run it again while the server runs to check them`,
+      undefined,
+      { server_url: server.url, reason: server.reached ? 'failed' : server.reason, unchecked: check.unchecked },
+    );
+  }
+  if (asked < need.required) {
+    const limited = need.streams.filter((s) => s.max_bytes !== null).map((s) => `${s.stream} ${s.max_bytes} x ${s.replicas}`);
+    const unlimited = need.streams.filter((s) => s.max_bytes === null && s.bytes !== null).map((s) => `${s.stream} ${s.bytes} x ${s.replicas}`);
+    const sum =
+      `${need.reserved} bytes reserved (max_bytes x replicas: ${limited.join(', ') || 'none'})` +
+      (need.stored !== null
+        ? ` + ${need.stored} bytes stored by streams without a limit (${unlimited.join(', ') || 'none'}) = ${need.required}`
+        : ' (what the events stream stores not read)');
+    const source = onServer !== null ? `read from the nats-server at ${server.url}` : "from the services' settings";
+    const risk =
+      'nats-server reserves each stream\'s max_bytes x replicas against the account\'s limit: after its next restart it does not load a stream that does not fit (the DLQ first: "insufficient storage resources available") and no service starts, and until then every publish past the limit is refused (storage_full)';
+    if (!allow) {
+      throw new CliError(
+        `--max-store ${asked} bytes is below what the account's streams need: ${sum}, ${source}. ${risk}. The limit was not written: ask for at least ${need.required} bytes (with room for the events to grow), or pass --allow-below-reserved to write it anyway (docs/sre.md, Capacity)`,
+        { code: CliErrorCode.maxStoreBelowReserved, details: { ...check } },
+      );
+    }
+    ctx.warn(
+      CliWarningCode.maxStoreBelowReserved,
+      `--max-store ${asked} bytes (written: --allow-below-reserved) is below what the account's streams need: ${sum}, ${source}. ${risk}; raise it before the server restarts`,
+      undefined,
+      { ...check },
+    );
+  }
+  return check;
+}
+
+/** The deployment's nats-server that runs now, as `nats-config --json` prints it (`running_server`); null when none was found. */
+export interface RunningServer {
+  /** Where it answered with the folder's admin credentials (null: not reached, only npm start's local.json names it). */
+  url: string | null;
+  /** Its pid, from npm start's local.json (null: a server answered, its pid is not known here). */
+  pid: number | null;
+  /** Its log (npm start's), or null. */
+  log: string | null;
+}
+
+/** The deployment's nats-server that runs now: npm start's (local.json, a live nats-server pid), or one that answered at the listen with the folder's admin credentials. */
+function runningServer(dir: string, server: DeploymentServer): RunningServer | null {
+  const local = localServerOf(dir).running;
+  if (local === null && !server.reached) return null;
+  return { url: server.reached ? server.url : null, pid: local?.pid ?? null, log: local?.log ?? null };
+}
+
+/** How to make a nats-server take the configuration written: start one, reload the one running, or restart it (a listener or store_dir changed). */
+function applyOf(config: string, running: RunningServer | null, restart: boolean): { apply: 'start' | 'reload' | 'restart'; command: string; prose: string } {
+  const start = `nats-server -c ${config}`;
+  if (running === null) return { apply: 'start', command: start, prose: `start it with: ${start}` };
+  const pid = running.pid !== null ? String(running.pid) : '<pid>';
+  const which =
+    running.pid !== null
+      ? `pid ${running.pid}${running.log !== null ? `, npm start's; its log: ${running.log}` : ''}`
+      : `answering at ${running.url ?? '?'}; pgrep -a nats-server finds its pid`;
+  if (restart) {
+    return {
+      apply: 'restart',
+      command: start,
+      prose: `a nats-server of this deployment runs (${which}): a listener or store_dir changed, so restart it (a reload is refused): stop it (kill ${pid}), then ${start} (npm start's: stop npm start and start it again)`,
+    };
+  }
+  const command = `nats-server --signal reload=${pid}`;
+  return {
+    apply: 'reload',
+    command,
+    prose: `a nats-server of this deployment runs (${which}): reload it to apply this: ${command} (or kill -HUP ${pid}); its log then says "Reloaded server configuration"`,
+  };
+}
+
+/** `--max-payload` and `--max-subs` of `baton creds agent` (-1 for `none`); refused for another principal. */
+function agentLimits(args: ReturnType<typeof parseCommandArgs>, principal: Principal): Partial<UserLimits> {
+  const payload = str(args, 'max-payload');
+  const subs = str(args, 'max-subs');
+  if (principal.kind !== 'agent') {
+    if (payload !== undefined || subs !== undefined)
+      throw new UsageError('--max-payload and --max-subs are for baton creds agent: services and the admin are not limited');
+    return {};
+  }
+  const payloadBytes = payload !== undefined ? byteSize('max-payload', payload, { min: 1024, max: 64 * 1024 * 1024, none: true }) : undefined;
+  const subsCount = subs !== undefined ? countOption('max-subs', subs, { min: 1, max: 1_000_000 }) : undefined;
+  return {
+    ...(payloadBytes !== undefined ? { payload: payloadBytes ?? -1 } : {}),
+    ...(subsCount !== undefined ? { subs: subsCount ?? -1 } : {}),
+  };
+}
 
 /** The service named `name`; `usage` is how the command line names it, for the error. */
 function servicePrincipal(name: string | undefined, usage: string): Principal {
@@ -506,7 +757,7 @@ function revoke(args: ReturnType<typeof parseCommandArgs>, ctx: CliContext): Exi
 export const credsCommand: Command = {
   name: 'creds',
   summary: 'issue, rotate or revoke NATS credentials for an agent, a service or the admin',
-  help: `Usage: baton creds agent --project <p> --agent <name> [--rotate] [--dir <folder>] [--json]
+  help: `Usage: baton creds agent --project <p> --agent <name> [--max-payload <size>] [--max-subs <n>] [--rotate] [--dir <folder>] [--json]
        baton creds service <router|ledger|watchdog|notifier> [--rotate] [--dir <folder>] [--json]
        baton creds admin [--rotate] [--dir <folder>] [--json]
        baton creds revoke (--project <p> --agent <name> | --service <name> | --admin | --user <U…>...) [--dir <folder>] [--json]
@@ -528,6 +779,13 @@ the same step (apply it with a reload, below). The new file is written where the
 Baton's services and the SDK read their credentials file again at every reconnect, so a process
 given that path comes back with the new key after the reload; one given a copy elsewhere is refused.
 
+An agent's user JWT also carries limits the server enforces on its connections: its largest
+message, headers and body together (--max-payload, default ${AGENT_USER_LIMITS.payload} bytes: the 256 KiB
+body any entry point takes, plus 16 KiB of headers) — past it the server closes the connection
+("Maximum Payload Violation"; nats.js refuses such a publish itself, MAX_PAYLOAD_EXCEEDED) — and
+its subscriptions (--max-subs, default ${AGENT_USER_LIMITS.subs}). Issued again (--rotate too), the defaults
+apply unless given again. Services and the admin are not limited.
+
 Give the file to the agent microservice as NATS_CREDS (the SDK's natsCreds option). Run
 \`baton nats-config\` first: a folder named by --dir or BATON_NATS_DIR that holds no deployment
 (no deployment.json) is refused (exit 2) and nothing is written, since credentials from a new
@@ -548,6 +806,8 @@ principal with no known credentials is not_found (exit 1); the folder must hold 
 
 Options:
   --project <p>     the agent's project        --agent <name>  the agent's name
+  --max-payload <size>  an agent's largest message (bytes, or with KiB/MiB; 1 KiB to 64 MiB, or none)
+  --max-subs <n>    an agent's most subscriptions (1 to 1000000, or none)
   --rotate          issue, then revoke the principal's earlier keys (issuing only)
   --service <name>  revoke: a service's credentials   --admin  revoke: the admin's
   --user <U…>       revoke: this user public key (repeat for several)
@@ -570,6 +830,8 @@ Options:
         rotate: { type: 'boolean' },
         dir: { type: 'string' },
         json: { type: 'boolean' },
+        'max-payload': { type: 'string' },
+        'max-subs': { type: 'string' },
       },
       { min: 1, max: 2, names: ['what to do: agent, service or admin (issue), or revoke'] },
     );
@@ -582,9 +844,10 @@ Options:
       if (args.values[option] !== undefined) throw new UsageError(`--${option} is for baton creds revoke`);
     }
     const principal = principalOf(args.positionals[0] ?? '', args);
+    const limits = agentLimits(args, principal);
     const deployment = open(ctx, str(args, 'dir'), false);
     const earlier = usersOfPrincipal(deployment, principal).filter((user) => user.revokedAt === null);
-    const issued = issueCreds(deployment, principal);
+    const issued = issueCreds(deployment, principal, new Date(), limits);
     const rotated =
       flag(args, 'rotate') && earlier.length > 0
         ? revokeUsers(
@@ -608,11 +871,15 @@ Options:
           ? { revoked: rotated.revoked.map(revokedJson), auth_conf: rotated.authConf, server_config: rotated.serverConfig, apply: APPLY, local_server: local }
           : {};
       ctx.io.stdout.write(
-        `${JSON.stringify({ principal, name: credsName(principal), file: issued.file, user: issued.userPublicKey, permissions, still_valid: stillValid, ...rotation }, null, 2)}\n`,
+        `${JSON.stringify({ principal, name: credsName(principal), file: issued.file, user: issued.userPublicKey, permissions, limits: issued.limits, still_valid: stillValid, ...rotation }, null, 2)}\n`,
       );
       return ExitCode.ok;
     }
     ctx.io.stdout.write(`${describePrincipal(principal)}: ${issued.file}\n  user ${issued.userPublicKey}; give it to the process as NATS_CREDS\n`);
+    if (principal.kind === 'agent') {
+      const { payload, subs } = issued.limits;
+      ctx.io.stdout.write(`  limits: largest message ${payload < 0 ? 'no limit' : `${payload} bytes`}, subscriptions ${subs < 0 ? 'no limit' : subs}\n`);
+    }
     if (rotated !== null) {
       ctx.io.stdout.write(
         `rotated: the earlier user key(s) of ${describePrincipal(principal)} are revoked\n${revocationProse(rotated, rotatedAfterwards(issued.file), local)}`,

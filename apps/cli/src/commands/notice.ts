@@ -15,12 +15,19 @@ const RedeliveryReplyShape = z.object({
   skipped: z.array(z.string()),
 });
 
+/** `{ <id>: <name> }` of the webhooks a reply names (a notifier before names answers without it). */
+const WebhookNamesShape = z.record(z.string(), z.string()).default({});
+
+/** A webhook as the lines say it: `<name> [<id>]`, or the id alone when the reply gives no name. */
+const labelOf = (names: Record<string, string>, id: string): string => (Object.hasOwn(names, id) ? `${names[id]} [${id}]` : id);
+
 /** The `details` of a redelivery's 502 (`webhook_delivery_failed`, `webhook_partially_delivered`): which webhooks took it, which did not and why. */
 const WebhookRefusalShape = z.object({
   delivered: z.array(z.string()).default([]),
   skipped: z.array(z.string()).default([]),
   busy: z.array(z.string()).default([]),
-  failed: z.array(z.object({ target: z.string(), reason: z.string().optional(), error: z.string() })).default([]),
+  failed: z.array(z.object({ target: z.string(), name: z.string().optional(), reason: z.string().optional(), error: z.string() })).default([]),
+  webhook_names: WebhookNamesShape,
 });
 
 /** The API's codes of a redelivery some webhook did not take. */
@@ -37,14 +44,17 @@ function webhookLines(reply: ApiReply, noticeId: string, project: string): strin
   if (error === null || (error.code !== PARTIAL && error.code !== FAILED)) return '';
   const details = WebhookRefusalShape.safeParse(error.details ?? {});
   if (!details.success) return '';
-  const { delivered, skipped, busy, failed } = details.data;
+  const { delivered, skipped, busy, failed, webhook_names: names } = details.data;
+  const label = (id: string) => labelOf(names, id);
   const all = delivered.length + skipped.length + busy.length + failed.length;
   const lines = [
     `notice ${noticeId} (project ${project}): ${delivered.length} of ${all} webhook(s) took it now, ${failed.length} failed`,
-    ...delivered.map((target) => `  delivered  ${target}`),
-    ...skipped.map((target) => `  had it     ${target}`),
-    ...busy.map((target) => `  busy       ${target} (another sender is delivering it)`),
-    ...failed.map((f) => `  failed     ${f.target}  ${f.reason !== undefined ? `${f.reason}: ` : ''}${f.error}`),
+    ...delivered.map((target) => `  delivered  ${label(target)}`),
+    ...skipped.map((target) => `  had it     ${label(target)}`),
+    ...busy.map((target) => `  busy       ${label(target)} (another sender is delivering it)`),
+    ...failed.map(
+      (f) => `  failed     ${f.name !== undefined ? `${f.name} [${f.target}]` : label(f.target)}  ${f.reason !== undefined ? `${f.reason}: ` : ''}${f.error}`,
+    ),
   ];
   return `${lines.join('\n')}\n`;
 }
@@ -73,12 +83,13 @@ API's code:
 For the first two, one line per webhook says which took it (delivered), had it, and failed with
 the reason (connection_refused, connection_reset, dns_failed, tls_failed, timeout, http_status…
 see docs/errors.md) and what happened; --json prints the API's reply, error.details.delivered and
-error.details.failed[] { target, reason, error, status? }. Webhooks are named by id: the first 16
-hex digits of the SHA-256 of their URL.
+error.details.failed[] { target, name, reason, error, status? }. Webhooks are named <name> [<id>]:
+the name NOTIFIER_WEBHOOKS gives it (or one derived from its URL: host and path), the id the first
+16 hex digits of the SHA-256 of its URL (error.details.webhook_names maps each id to its name).
 
 Options:
   --project <p>   the notice's project (required: notice ids are unique only within a project)
-  --json          print the API's reply: { outcome, project, notice_id, delivered, skipped }
+  --json          print the API's reply: { outcome, project, notice_id, delivered, skipped, webhook_names }
 `,
   async run(argv, ctx) {
     const args = parseCommandArgs(argv, { project: { type: 'string' }, json: { type: 'boolean' } }, { min: 2, max: 2, names: ['redeliver', '<notice-id>'] });

@@ -107,13 +107,19 @@ export async function warnIfUnbuilt<T>(ctx: CliContext, store: ProjectionStore, 
 
 /**
  * Print a page: with `--json-page` one JSON object `{ items, next_cursor }` (what a script pages
- * with, as the API's own pages); with `--json` the items as a JSON array (the next cursor on
- * stderr as the JSON line `{"next_cursor":"<c>"}`, so stdout stays one JSON value and stderr holds
- * JSON only); else a table and the command that reads the next page.
+ * with, as the API's own pages), followed by the listing's own fields of the API's page
+ * (`table.pageFields`: the inbox's `open_count`); with `--json` the items as a JSON array (the next
+ * cursor on stderr as the JSON line `{"next_cursor":"<c>"}`, so stdout stays one JSON value and
+ * stderr holds JSON only); else a table and the command that reads the next page.
  */
-export function printPage<T>(io: CliIo, args: ParsedArgs, page: Page<T>, table: { command: string; columns: Column<T>[]; empty: string }): ExitCode {
+export function printPage<T>(
+  io: CliIo,
+  args: ParsedArgs,
+  page: Page<T>,
+  table: { command: string; columns: Column<T>[]; empty: string; pageFields?: Record<string, unknown> },
+): ExitCode {
   if (args.values['json-page'] === true) {
-    printJson(io, { items: page.items, next_cursor: page.nextCursor });
+    printJson(io, { items: page.items, next_cursor: page.nextCursor, ...table.pageFields });
     return ExitCode.ok;
   }
   if (args.values['json'] === true) {

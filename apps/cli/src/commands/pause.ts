@@ -10,7 +10,8 @@ Pause the project (admin): the ledger refuses claims with project_paused and hol
 \`baton resume <project>\`. Results already in flight are still recorded; nothing is lost.
 A project with no published definition is refused (project_unknown: most likely a misspelt key);
 --force pauses it anyway, e.g. before it is set up. \`baton project <project>\` shows the state.
-The pause is recorded as by BATON_OPERATOR, else $USER, else the admin connection (\`admin\`).
+The pause is recorded as by the admin connection (paused_by \`admin\`: the credentials that sent it),
+on behalf of BATON_OPERATOR, else $USER (on_behalf_of: a claim these credentials make, shown as such).
 
 Options:
   --reason <text>   why (required; recorded with the pause)

@@ -4,12 +4,14 @@ import type { CliContext } from '../context';
 import { parseCommandArgs, str, type ParsedArgs } from '../command';
 import { CliError, CliErrorCode, ExitCode, UsageError } from '../errors';
 import { printJson, renderFields } from '../output';
+import { onBehalfOfText } from './project';
 
 /**
  * Send `pause` / `resume` for `<project>` to the ledger through the `LedgerClient` (request/reply on
  * `<prefix>.cmd.ledger.<project>.op.admin.pause|resume`, two attempts of 5 s with the same body):
- * the admin connection is admin by its principal, and the client names the operator
- * (`BATON_OPERATOR` or `$USER`) for the record. The idempotency key defaults to one per invocation;
+ * the admin connection is admin by its principal and is the actor the ledger records (`admin`); the
+ * client names the operator (`BATON_OPERATOR` or `$USER`), whom the ledger records beside it as
+ * `on_behalf_of` — a claim, never the actor. The idempotency key defaults to one per invocation;
  * pass `--key` to make a retry a no-op.
  */
 export async function runProjectControl(name: 'pause' | 'resume', help: string, argv: string[], ctx: CliContext): Promise<ExitCode> {
@@ -27,7 +29,7 @@ export async function runProjectControl(name: 'pause' | 'resume', help: string, 
   const reason = str(args, 'reason');
   if (name === 'pause' && !reason) throw new UsageError('--reason is required: a pause says why');
   const key = str(args, 'key') ?? `${name}-${Date.now()}`;
-  // Nobody named: the admin connection speaks for itself (the ledger records `admin`).
+  // The ledger records `admin` as the actor either way; whom this names is `on_behalf_of` (a claim).
   const named = ctx.namedOperator();
   const prefix = ctx.config().BATON_PREFIX;
   const subject = ledgerCommandSubject(prefix, project, Principals.operator('admin'), name);
@@ -56,6 +58,7 @@ export async function runProjectControl(name: 'pause' | 'resume', help: string, 
         status: p.status,
         pause_id: p.pause_id,
         paused_by: p.paused_by,
+        on_behalf_of: onBehalfOfText(p.on_behalf_of),
         paused_at: p.paused_at,
         reason: name === 'pause' ? p.reason : reason,
         changed: reply.events > 0,

@@ -73,7 +73,7 @@ A project with neither is unknown to Baton: refused not_found (exit 1), as a mis
           definition:
             d === null
               ? 'none published'
-              : `published ${d.published_at} by ${d.published_by} (${d.publishes === 1 ? '1 publish' : `${d.publishes} publishes`})`,
+              : `published ${d.published_at} by ${d.published_by}${d.on_behalf_of !== undefined ? ` on behalf of ${d.on_behalf_of} (claimed)` : ''} (${d.publishes === 1 ? '1 publish' : `${d.publishes} publishes`})`,
           ...(d !== null
             ? {
                 lead: d.lead,
@@ -84,10 +84,20 @@ A project with neither is unknown to Baton: refused not_found (exit 1), as a mis
               }
             : {}),
           status: c.status,
-          ...(c.status === 'paused' ? { pause_id: c.pause_id, paused_by: c.paused_by, paused_at: c.paused_at, reason: c.reason } : {}),
+          ...(c.status === 'paused'
+            ? { pause_id: c.pause_id, paused_by: c.paused_by, on_behalf_of: onBehalfOfText(c.on_behalf_of), paused_at: c.paused_at, reason: c.reason }
+            : {}),
         }),
       );
     }
     return ExitCode.ok;
   },
 };
+
+/**
+ * The person the admin connection said it acted for, marked as what it is: a claim the admin's
+ * CLI made (`BATON_OPERATOR`), not an identity Baton checked. Undefined when nobody was named.
+ */
+export function onBehalfOfText(name: string | undefined): string | undefined {
+  return name === undefined ? undefined : `${name} (claimed by the admin connection)`;
+}

@@ -74,8 +74,8 @@ Options:
     const definition = parsed.data;
     const nats = await ctx.nats();
     const subject = AgentSubjects.router(ctx.config().BATON_PREFIX, definition.project, 'publish_definition');
-    // The admin connection publishes; the person it names (BATON_OPERATOR, else $USER) is recorded
-    // as the publisher, as for pause and resume. Nobody named: the router records `admin`.
+    // The admin connection publishes and is recorded as the publisher (`admin`); the person it names
+    // (BATON_OPERATOR, else $USER) is recorded beside it as on_behalf_of, a claim, as for pause and resume.
     const named = ctx.namedOperator();
     const headers = headersFrom(named !== undefined ? { [PUBLISHED_BY_HEADER]: named } : {});
     let raw: Uint8Array;

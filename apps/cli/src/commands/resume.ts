@@ -7,8 +7,9 @@ export const resumeCommand: Command = {
   help: `Usage: baton resume <project> [--reason <text>] [--key <idempotency key>] [--json]
 
 Resume a paused project (admin): claims are accepted again and every pending handoff of the
-project is offered again, so work continues where it stopped. The resume is recorded as by
-BATON_OPERATOR, else $USER, else the admin connection (\`admin\`).
+project is offered again, so work continues where it stopped. The resume is recorded as by the
+admin connection (resumed_by \`admin\`: the credentials that sent it), on behalf of BATON_OPERATOR,
+else $USER (on_behalf_of: a claim these credentials make, shown as such).
 
 Options:
   --reason <text>   why (optional; recorded with the resume)

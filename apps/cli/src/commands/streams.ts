@@ -3,6 +3,7 @@ import type { Command } from '../command';
 import { flag, parseCommandArgs } from '../command';
 import { ExitCode, streamReadError } from '../errors';
 import { printJson, renderTable } from '../output';
+import { accountStorage, streamCapacity, type AccountStorage, type StreamCapacity } from './capacity';
 
 /** One consumer's health, as `baton streams --json` prints it. */
 export interface ConsumerHealth {
@@ -27,8 +28,8 @@ export interface ConsumerHealth {
   last_active: string | null;
 }
 
-/** One stream's health. */
-export interface StreamHealth {
+/** One stream's health and capacity ({@link StreamCapacity}: max_bytes, discard, max_age_ms, replicas, used_pct). */
+export interface StreamHealth extends StreamCapacity {
   stream: string;
   /** `events`, `inbox` or `dlq`. */
   role: string;
@@ -40,6 +41,8 @@ export interface StreamHealth {
   first_ts: string | null;
   last_ts: string | null;
   consumers: ConsumerHealth[];
+  /** The account's JetStream storage limit and usage (`jsm.getAccountInfo`): one account, the same on every stream. */
+  account: AccountStorage;
 }
 
 const ZERO_TIME = '0001-01-01T00:00:00Z';
@@ -47,20 +50,24 @@ const isoOrNull = (value: unknown) => (typeof value === 'string' && value !== ''
 
 export const streamsCommand: Command = {
   name: 'streams',
-  summary: 'stream and consumer health: messages, bytes, sequences; per consumer pending, ack pending, redeliveries, lag',
+  summary: 'stream and consumer health and capacity: messages, bytes, max_bytes and % used, the account storage; per consumer pending, ack pending, lag',
   help: `Usage: baton streams [--json]
 
 Show Baton's JetStream streams (<PREFIX>_EVENTS, _INBOX, _DLQ): messages, bytes, first and last
-sequence and time; and for each consumer on them: pending (not yet delivered: num_pending),
+sequence and time; their capacity: max_bytes (- for none), the bytes as a percentage of it, the
+discard policy (new: full, it refuses what comes; old: it drops its oldest), and the account's
+JetStream storage limit (baton nats-config --max-store) and usage; and for each consumer on them: pending (not yet delivered: num_pending),
 ack pending (delivered, not acknowledged), redelivered (delivered more than once, unacknowledged),
 waiting pulls, lag (pending + ack pending), the last delivered sequence and the ack floor.
 
 A growing lag on a durable consumer means its service is behind or down; a growing redelivered
 count means its handler keeps failing (its messages end in the DLQ after BATON_MAX_DELIVER); any
-message in _DLQ needs a look (\`baton dlq\`).
+message in _DLQ needs a look (\`baton dlq\`). An inbox near 100 % of its max_bytes, or an account
+near its limit, refuses publishes soon (storage_full; docs/sre.md, Capacity).
 
 Options:
-  --json   print [{ stream, role, messages, bytes, first_seq, last_seq, ..., consumers: [...] }]
+  --json   print [{ stream, role, messages, bytes, first_seq, last_seq, ..., max_bytes, discard,
+           max_age_ms, replicas, used_pct, account: { limit, used, used_pct }, consumers: [...] }]
 `,
   async run(argv, ctx) {
     const args = parseCommandArgs(argv, { json: { type: 'boolean' } }, { min: 0, max: 0 });
@@ -72,6 +79,12 @@ Options:
     const nats = await ctx.nats();
     const names = batonStreamNames(prefix);
     const report: StreamHealth[] = [];
+    let account: AccountStorage;
+    try {
+      account = await accountStorage(nats.jsm);
+    } catch (error) {
+      throw streamReadError(error, names.events, prefix, ctx.natsUrl());
+    }
     for (const [role, stream] of [
       ['events', names.events],
       ['inbox', names.inbox],
@@ -116,7 +129,9 @@ Options:
         last_seq: info.state.last_seq,
         first_ts: isoOrNull(info.state.first_ts),
         last_ts: isoOrNull(info.state.last_ts),
+        ...streamCapacity(info),
         consumers,
+        account,
       });
     }
     if (flag(args, 'json')) {
@@ -128,12 +143,19 @@ Options:
         { header: 'stream', value: (s) => s.stream },
         { header: 'messages', value: (s) => s.messages },
         { header: 'bytes', value: (s) => s.bytes },
+        { header: 'max bytes', value: (s) => s.max_bytes ?? '-' },
+        { header: 'used', value: (s) => (s.used_pct === null ? '-' : `${s.used_pct}%`) },
+        { header: 'discard', value: (s) => s.discard },
         { header: 'first seq', value: (s) => s.first_seq },
         { header: 'last seq', value: (s) => s.last_seq },
         { header: 'first message', value: (s) => s.first_ts ?? '-' },
         { header: 'last message', value: (s) => s.last_ts ?? '-' },
         { header: 'consumers', value: (s) => s.consumers.length },
       ]),
+    );
+    const { limit, used, used_pct } = account;
+    ctx.io.stdout.write(
+      `\naccount JetStream storage: ${used} bytes used, ${limit === null ? 'no limit (baton nats-config --max-store sets one)' : `of ${limit} (${used_pct}%)`}\n`,
     );
     for (const stream of report) {
       ctx.io.stdout.write(`\n${stream.stream} consumers:\n`);

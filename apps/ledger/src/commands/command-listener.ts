@@ -1,6 +1,6 @@
 import { Inject, Injectable, Optional, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { COMMAND_REFUSED_LETTERS } from '../edge/refusal-tokens';
-import { LedgerErrorCode, LedgerErrorKind, Subjects } from '@baton/contracts';
+import { LedgerErrorCode, LedgerErrorKind, parseLedgerCommandSubject, Subjects } from '@baton/contracts';
 import { subscribeCore, type CoreMessage, type CoreSubscription } from '@baton/eventstore';
 import type { CompleteThenCreateReply, LedgerReply, OpenOffersReply, ProjectControlReply } from '@baton/contracts';
 import { METRICS, RUNTIME, type BatonMetrics, type RefusedLetters, type ServiceRuntime } from '@baton/platform';
@@ -100,12 +100,16 @@ export class LedgerCommandListener implements OnApplicationBootstrap, OnModuleDe
     return this.shed;
   }
 
-  /** Answer `overloaded` (a request without a reply subject is dropped: nobody waits for it), count it, log now and then. */
+  /**
+   * Answer `overloaded` (a request without a reply subject is dropped: nobody waits for it, and so
+   * is one whose reply subject the ledger may not answer on, `replyRefusalOf` — nothing is recorded
+   * of a shed request), count it, log now and then.
+   */
   private shedOne(msg: CoreMessage): void {
     this.shed++;
     this.shedUnlogged++;
     this.metrics?.ledgerRequestsShed.inc();
-    if (msg.reply) {
+    if (msg.reply && this.commands.replyRefusalOf(parseLedgerCommandSubject(this.runtime.config.BATON_PREFIX, msg.subject), msg.reply) === null) {
       try {
         msg.respond(this.overloadedReply);
       } catch {

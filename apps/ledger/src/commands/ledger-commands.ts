@@ -37,9 +37,9 @@ import {
   decodeUtf8,
   parseUntrustedJson,
   rejectionFromZod,
-  mayReplyTo,
-  replyInboxOf,
+  replyRefusal,
   resolveLedgerCaller,
+  onBehalfOfRefusal,
   splitIdentityClaims,
   type HandoffActorKind,
   type HandoffCommandMetadata,
@@ -63,9 +63,12 @@ import {
   LEDGER_ACTOR,
   OPERATOR_ANSWER_TOOL,
   reactToHandoffEvent,
+  runTurnFold,
   toHandoffRecord,
   type HandoffCommand,
   type HandoffState,
+  type RunEvent,
+  type RunTurn,
 } from '@baton/domain';
 import {
   ConcurrencyConflict,
@@ -75,11 +78,12 @@ import {
   hopTrace,
   newUniqueId,
   REFUSED_LETTER_BYTES,
+  StorageFull,
   type AggregateRef,
   type DeadLetterInput,
   type HopTrace,
 } from '@baton/eventstore';
-import { RUNTIME, type JsonLogger, type RefusedLetters, type ServiceRuntime } from '@baton/platform';
+import { natsAuthenticated, RUNTIME, type JsonLogger, type RefusedLetters, type ServiceRuntime } from '@baton/platform';
 import { LEDGER_CONFIG, type LedgerConfig } from '../config';
 import { LedgerIds } from '../ids';
 import { ProjectDirectory, type ProjectView } from '../projects/project-directory';
@@ -244,10 +248,11 @@ export class LedgerCommands {
   ) {}
 
   /**
-   * Decide one request and say what to answer; `null` when it must not be answered at all: with
-   * authentication on, a reply subject outside the sender's own inbox would have the ledger publish
-   * for it where its credentials may not (an event, another project's answer, a stream API call).
-   * Such a request is refused unread and recorded (`reply_not_allowed`).
+   * Decide one request and say what to answer; `null` when it must not be answered at all: a reply
+   * subject the ledger may not answer on ({@link replyRefusalOf}: with authentication, one outside
+   * the sender's own inbox; in either mode, one under Baton's own subjects) would have the ledger
+   * publish for the sender where it may not (an event, an inbox input, another project's answer,
+   * another principal's inbox). Such a request is refused unread and recorded (`reply_not_allowed`).
    */
   async handle(request: LedgerRequest): Promise<LedgerReply | ProjectControlReply | OpenOffersReply | CompleteThenCreateReply | null> {
     // The subject is read once: the reply check and the decoding both need whom it names.
@@ -277,6 +282,17 @@ export class LedgerCommands {
         kind: 'forbidden',
         message: `${describePrincipal(principal)}${role} may not send ${name}; it is for ${describeAccess(name)}`,
         issues: [],
+      });
+    }
+
+    // A person the admin connection names is kept only where its events record it (on_behalf_of).
+    const unrecorded = onBehalfOfRefusal(name, caller);
+    if (unrecorded !== null && !unrecorded.ok) {
+      return this.reject(request, {
+        code: unrecorded.code,
+        kind: 'forbidden',
+        message: unrecorded.message,
+        issues: [{ path: unrecorded.path, message: unrecorded.message }],
       });
     }
 
@@ -528,12 +544,17 @@ export class LedgerCommands {
         try {
           await this.offers.offerCreated(stored.id, result.state, stored.seq, trace, paused);
         } catch (error) {
-          log.warn('offer left to the handoff reactor', { handoff_id: handoffId, reason: error instanceof Error ? error.message : String(error) });
+          // A full inbox refuses every offer alike: the service's storage watch says so once
+          // (`storage full`, then a line a minute; StorageFullWatch), not once per handoff.
+          const line = error instanceof StorageFull ? log.debug.bind(log) : log.warn.bind(log);
+          line('offer left to the handoff reactor', { handoff_id: handoffId, reason: error instanceof Error ? error.message : String(error) });
         }
       }
       return { ok: true, handoff, events: result.appended };
     } catch (error) {
-      log.error('command failed', error instanceof Error ? error : { error: String(error) });
+      // A full account refuses every append alike: said once by the storage watch, not per command.
+      if (error instanceof StorageFull) log.debug('command failed', error);
+      else log.error('command failed', error instanceof Error ? error : { error: String(error) });
       // A conflict appended nothing; any other failure (a timeout) may have stored the claim, so it keeps its place.
       if (ticket && error instanceof ConcurrencyConflict) await this.rates.refund(ticket);
       return this.unavailable(error);
@@ -574,7 +595,13 @@ export class LedgerCommands {
           },
         };
       }
-      return await this.control.handle(project, name, parsed.value, { actor: caller.actor, role }, hopTrace(request.headers));
+      return await this.control.handle(
+        project,
+        name,
+        parsed.value,
+        { actor: caller.actor, role, on_behalf_of: caller.on_behalf_of },
+        hopTrace(request.headers),
+      );
     } catch (error) {
       this.runtime.logger.error(`project ${name} failed`, error instanceof Error ? error : { error: String(error) });
       return this.unavailable(error);
@@ -675,6 +702,20 @@ export class LedgerCommands {
     return undefined;
   }
 
+  /**
+   * The run an agent's create names (`workflow_run_id`), as stored now: its status and the agent it
+   * waits for (`runTurnFold`, the router's aggregate read here), which the decider checks is the
+   * creating agent (`not_in_run`: an agent with no part in a run may not make a handoff of it, whose
+   * failures and escalation would act on that run). Read in `project`, the subject's: the run's
+   * project, also of a cross-project create (its `source_project`). Nothing for a create naming no
+   * run, nor for a service's (the router names the runs it routes).
+   */
+  private async runTurnOf(project: string, workflowRunId: string | undefined, metadata: HandoffCommandMetadata): Promise<{ run_turn?: RunTurn }> {
+    if (workflowRunId === undefined || metadata.actorKind !== 'agent') return {};
+    const { state } = await this.runtime.store.current<RunEvent, RunTurn>({ project, kind: 'run', id: workflowRunId }, runTurnFold);
+    return { run_turn: state };
+  }
+
   /** Parse the wire command and add what the ledger owns. */
   private async prepare(
     name: HandoffCommandName,
@@ -701,6 +742,9 @@ export class LedgerCommands {
         if (d.project !== project) {
           return refused(LedgerErrorCode.projectMismatch, `the body names project "${d.project}" but was sent to project "${project}"`, 'project');
         }
+        // An agent naming a run: the run as stored now (in this project, the source of a
+        // cross-project create), which the decider checks waits for it (`not_in_run`).
+        const turn = await this.runTurnOf(project, d.workflow_run_id, metadata);
         if (d.target_project !== undefined && d.target_project !== project) {
           // Cross-project: both rosters are resolved here and the domain checks them; the handoff
           // lives in the target project. Nothing is registered in either project.
@@ -716,6 +760,7 @@ export class LedgerCommands {
                 type: 'create',
                 data: {
                   ...d,
+                  ...turn,
                   project: d.target_project,
                   cross_project: {
                     source_project: project,
@@ -733,7 +778,7 @@ export class LedgerCommands {
         const { target_project: _same, ...local } = d;
         // The project's roster: an addressee (or escalation target) its definition does not name is refused.
         const { roster } = await view();
-        return done(d.handoff_id, d.idempotency_key, { type: 'create', data: { ...local, roster: roster.visible_actors }, metadata }, d);
+        return done(d.handoff_id, d.idempotency_key, { type: 'create', data: { ...local, ...turn, roster: roster.visible_actors }, metadata }, d);
       }
       case 'claim': {
         const parsed = parseWith(ClaimHandoffCommandSchema, body);
@@ -871,27 +916,28 @@ export class LedgerCommands {
   }
 
   /**
-   * Refuse (true) a request whose reply subject is not its sender's to name. Checked only when the ledger runs with
-   * credentials (without authentication anyone may publish anything, and clients keep NATS's
-   * default inbox). The server's permissions hold the same line (the ledger may publish replies
-   * only under `_INBOX_<prefix>.`); this check also keeps one principal from having the answer
-   * sent into another's inbox. A refusal is recorded (its first bytes) and answered nowhere.
+   * Why a request on a subject naming `address` (null: naming no one) must not be answered on
+   * `reply`, or null when it may — `replyRefusal`, the one decision the agent edge takes too: with
+   * authentication on (a credentials file or a NATS user), only under the sender's own inbox; in
+   * either mode never under Baton's own subjects (`<prefix>.…`), JetStream's (`$…`) or an agent's
+   * notice subject. The server's permissions hold the line too (the ledger may publish replies only
+   * under `_INBOX_<prefix>.`); this check also keeps one principal from having the answer sent
+   * into another's inbox, and, without authentication, the answer off Baton's own subjects.
    */
+  replyRefusalOf(address: LedgerCommandAddress | null, reply: string): string | null {
+    const sender = address === null ? null : { via: 'ledger' as const, principal: address.principal };
+    return replyRefusal(this.runtime.config.BATON_PREFIX, sender, reply, natsAuthenticated(this.runtime.config));
+  }
+
+  /** Refuse (true) a request whose reply subject the ledger must not answer on ({@link replyRefusalOf}): recorded (its first bytes) and answered nowhere. */
   private async refusedReply(request: LedgerRequest, address: LedgerCommandAddress | null): Promise<boolean> {
-    if (request.reply === undefined || request.reply === '' || this.runtime.config.NATS_CREDS === undefined) return false;
-    // A subject that names no principal is refused by decode, answered to its own reply: the
-    // server lets a service publish replies only under `_INBOX_<prefix>.`.
-    if (address === null || mayReplyTo(this.runtime.config.BATON_PREFIX, address.principal, request.reply)) return false;
-    const inbox = replyInboxOf(this.runtime.config.BATON_PREFIX, address.principal) ?? '';
+    if (request.reply === undefined || request.reply === '') return false;
+    const why = this.replyRefusalOf(address, request.reply);
+    if (why === null) return false;
     // Recorded as the edge's refusals are: one letter per reply subject, its first bytes only.
     await this.reject(
       request,
-      {
-        code: DeadLetterReason.replyNotAllowed,
-        kind: 'forbidden',
-        message: `reply subject ${request.reply} is not under ${describePrincipal(address.principal)}'s inbox ${inbox}`,
-        issues: [],
-      },
+      { code: DeadLetterReason.replyNotAllowed, kind: 'forbidden', message: `reply subject ${request.reply} ${why}`, issues: [] },
       { reply: request.reply },
     );
     return true;

@@ -7,11 +7,10 @@ import {
   type EdgeRefusalIssue,
   foreignMsgId,
   Limits,
-  mayAnswerRefusal,
-  mayRelayReply,
   parseEdgeSubject,
   readEdgeInput,
   RejectionCode,
+  replyRefusal,
   Subjects,
   type EdgeRefusalReason,
   type EdgeRoute,
@@ -28,7 +27,7 @@ import {
   type CoreMessage,
   type CoreSubscription,
 } from '@baton/eventstore';
-import { METRICS, RUNTIME, type BatonMetrics, type RefusedLetters, type ServiceRuntime } from '@baton/platform';
+import { METRICS, natsAuthenticated, RUNTIME, type BatonMetrics, type RefusedLetters, type ServiceRuntime } from '@baton/platform';
 import { ProjectDirectory } from '../projects/project-directory';
 import { EDGE_REFUSED_LETTERS } from './refusal-tokens';
 import { TerminatedOffers } from './terminated-offers';
@@ -78,10 +77,13 @@ export const EDGE_DLQ_SOURCE = DlqSources.ledgerEdge;
  * durable), bytes and headers as they came, with the agent's reply subject — JetStream then
  * answers the agent directly, and the relay adds no round trip of its own.
  *
- * With authentication on, a reply subject that is not the sender's own inbox (or, on a project's
- * shared subject, an inbox of one of its agents) is relayed nowhere and recorded as a dead letter
- * (`reply_not_allowed`), as is an edge subject that stands for nothing an agent may reach. Without
- * authentication anyone may publish anything, and only the subject is checked.
+ * A reply subject Baton may not answer on (`replyRefusal`, the one decision the ledger's commands
+ * take too) is relayed nowhere and recorded as a dead letter (`reply_not_allowed`), as is an edge
+ * subject that stands for nothing an agent may reach: with authentication on, anything but the
+ * sender's own inbox (or, on a project's shared subject, an inbox of one of its agents); in either
+ * mode, anything under Baton's own subjects (`<prefix>.…`: JetStream would store its ack there),
+ * JetStream's (`$…`) or an agent's notice subject. Without authentication clients keep NATS's
+ * default inbox, so any other plain subject is relayed.
  *
  * Each sender (as the subject names it) writes at most its budget of such letters a minute
  * ({@link RefusedLetters}, `BATON_REFUSED_LETTERS_PER_MINUTE`); the refusals beyond it are
@@ -93,7 +95,8 @@ export const EDGE_DLQ_SOURCE = DlqSources.ledgerEdge;
 export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
   private subscription: CoreSubscription | null = null;
   private readonly inboxStream: string;
-  private readonly checkReplies: boolean;
+  /** The ledger connects with authentication (`natsAuthenticated`): reply subjects are then the sender's own inbox only. */
+  private readonly authenticated: boolean;
   private relayed = 0;
   /**
    * A sender whose run start waits on a read of its project's definition: its later messages wait
@@ -112,7 +115,7 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
     @Optional() @Inject(METRICS) private readonly metrics: BatonMetrics | null = null,
   ) {
     this.inboxStream = batonStreamNames(runtime.config.BATON_PREFIX).inbox;
-    this.checkReplies = runtime.config.NATS_CREDS !== undefined;
+    this.authenticated = natsAuthenticated(runtime.config);
     const relayed = (route: EdgeRoute['kind']) => metrics?.edgeMessages.labels(route, 'relayed');
     const input = relayed('input');
     const api = relayed('api');
@@ -181,9 +184,9 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
       this.refuse(msg, route, 'none', DeadLetterReason.noHandler, route.refused);
       return;
     }
-    if (this.checkReplies && msg.reply !== undefined && !mayRelayReply(prefix, route, msg.reply)) {
-      const sender = route.agent !== null ? `agent ${route.project}/${route.agent}` : `an agent of project ${route.project}`;
-      this.refuse(msg, route, route.kind, DeadLetterReason.replyNotAllowed, `reply subject ${msg.reply} is not under the inbox of ${sender}`);
+    const foreignReply = msg.reply === undefined ? null : this.replyRefusalOf(route, msg.reply);
+    if (foreignReply !== null) {
+      this.refuse(msg, route, route.kind, DeadLetterReason.replyNotAllowed, `reply subject ${msg.reply} ${foreignReply}`);
       return;
     }
     // JetStream's own headers other than the message id are not the agent's to set: an expectation
@@ -276,11 +279,19 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   /**
+   * Why the edge must not relay a message of `sender` with `reply` — nor answer its refusal there —
+   * or null when it may (`replyRefusal`, one decision with the ledger's command answers).
+   */
+  private replyRefusalOf(sender: Pick<EdgeRoute, 'project' | 'agent'>, reply: string): string | null {
+    return replyRefusal(this.runtime.config.BATON_PREFIX, { via: 'edge', project: sender.project, agent: sender.agent }, reply, this.authenticated);
+  }
+
+  /**
    * Record a message relayed nowhere, and tell its sender why. One letter per subject, body and
    * reply subject (a second try with another reply is recorded too), keeping the first
    * {@link REFUSED_LETTER_BYTES} bytes — while the sender's budget lasts; after that it is only
    * counted, for its window's summary letter. The sender is answered on its reply subject when it
-   * may be answered there (`mayAnswerRefusal`: its own inbox), in the form a JetStream client reads
+   * may be answered there (`replyRefusalOf`, as for a relay), in the form a JetStream client reads
    * (`edgeRefusalAnswer`): every refusal, within the budget or past it — the answer costs the
    * sender as much as its message did, and goes nowhere else. A reply subject that is not its own
    * (`reply_not_allowed`) is never answered.
@@ -314,7 +325,7 @@ export class AgentEdgeRelay implements OnApplicationBootstrap, OnModuleDestroy {
     );
     this.metrics?.edgeMessages.inc({ route, outcome });
     if (reason === DeadLetterReason.replyNotAllowed || msg.reply === undefined) return;
-    if (!mayAnswerRefusal(this.runtime.config.BATON_PREFIX, sender, msg.reply, this.checkReplies)) return;
+    if (this.replyRefusalOf(sender, msg.reply) !== null) return;
     const answer = edgeRefusalAnswer(edgeAnswerForm(sender), reason, detail, issues);
     if (answer.form === 'json') msg.answerOn(msg.reply, textEncoder.encode(JSON.stringify(answer.body)));
     else msg.answerOn(msg.reply, new Uint8Array(0), { status: { code: answer.code, description: answer.description }, headers: answer.headers });

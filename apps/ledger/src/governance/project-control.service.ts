@@ -68,19 +68,22 @@ export class ProjectControlService {
   /**
    * Decide one `pause` / `resume` whose body was parsed and whose caller was derived from the
    * subject by the command handler (`op.admin`, or `op.notifier` with the token's role). The domain
-   * checks the role again (`admin_only`).
+   * checks the role again (`admin_only`). `on_behalf_of` is the person the admin connection named:
+   * recorded on the event beside the actor (`admin`), and part of the body's digest, so the same
+   * key sent for another person is not taken for a retry.
    */
   async handle(
     project: string,
     name: ProjectControlCommandName,
     body: PauseProjectRequest | ResumeProjectRequest,
-    caller: { actor: string; role: ProjectControlRole },
+    caller: { actor: string; role: ProjectControlRole; on_behalf_of?: string | undefined },
     trace?: HopTrace,
   ): Promise<ProjectControlReply> {
     const now = new Date().toISOString();
     // The body's digest (rule 13): the same key with another reason is refused, not answered as the first.
-    const bodyDigest = LedgerIds.commandDigest(body);
-    const metadata = { now, actor: caller.actor, role: caller.role, digest: bodyDigest };
+    const onBehalfOf = caller.on_behalf_of;
+    const bodyDigest = LedgerIds.commandDigest(onBehalfOf !== undefined ? { ...body, on_behalf_of: onBehalfOf } : body);
+    const metadata = { now, actor: caller.actor, role: caller.role, digest: bodyDigest, ...(onBehalfOf !== undefined ? { on_behalf_of: onBehalfOf } : {}) };
     const command: ProjectControlCommand =
       name === 'pause'
         ? {
@@ -117,7 +120,11 @@ export class ProjectControlService {
         ok: false,
         error: result.error.details ? { ...result.error } : { code: result.error.code, kind: result.error.kind, message: result.error.message },
       };
-    this.runtime.logger.info(`project ${name} ${result.appended > 0 ? 'applied' : 'already applied'}`, { project, actor: caller.actor });
+    this.runtime.logger.info(`project ${name} ${result.appended > 0 ? 'applied' : 'already applied'}`, {
+      project,
+      actor: caller.actor,
+      ...(onBehalfOf !== undefined ? { on_behalf_of: onBehalfOf } : {}),
+    });
     return { ok: true, project: toProjectControlRecord(project, result.state), events: result.appended };
   }
 }

@@ -70,7 +70,7 @@ describe('an answer the stream did not confirm: 503 answer_outcome_unknown with 
   }, 60_000);
 
   afterAll(async () => {
-    if (paused) server.child.kill('SIGCONT');
+    if (paused) server.resume();
     await service?.stop().catch(() => undefined);
     await nats?.drain().catch(() => undefined);
     await server?.remove();
@@ -100,10 +100,10 @@ describe('an answer the stream did not confirm: 503 answer_outcome_unknown with 
   };
 
   it('SIGSTOP: an answer without an answer_id is refused 503 answer_outcome_unknown naming the id it was sent under; SIGCONT: that id sent again is stored once', async () => {
-    server.child.kill('SIGSTOP');
+    await server.pause();
     paused = true;
     const unknown = await answer({ action: 'deny', note: 'not without a receipt' });
-    server.child.kill('SIGCONT');
+    server.resume();
     paused = false;
 
     expect(unknown).toMatchObject({ status: 503, retryAfter: '1', body: { error: { code: 'answer_outcome_unknown' } } });

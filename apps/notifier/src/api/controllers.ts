@@ -10,6 +10,7 @@ import { assertCanAnswer, assertVisible, scopedProjects } from '../auth/scope';
 import { ApiExceptionFilter, NoQuery, notFound, parseOr400, parseParam } from './http';
 import { MeshReader } from './mesh-reader';
 import { NoticeRedelivery } from './notice-redelivery';
+import { WebhookStatus } from '../notices/webhook-status';
 import { buildOpenApiDocument, docsPage } from './openapi';
 import { OperatorActions, type AnswerReply, type RecordTarget } from './operator-actions';
 import { ProjectControls } from './project-controls';
@@ -100,7 +101,10 @@ class RecordReads {
 export class InboxController {
   constructor(@Inject(BATON_VIEWS) private readonly views: BatonViews) {}
 
-  /** `GET /v1/inbox`: items a person must act on, newest or most urgent first, filtered, keyset-paged. */
+  /**
+   * `GET /v1/inbox`: items a person must act on, newest or most urgent first, filtered, keyset-paged;
+   * `open_count` is how many open items the filters other than `status` select.
+   */
   @Get()
   async list(@Query() query: unknown, @Caller() caller: Principal) {
     const q = parseOr400(InboxQuerySchema, query);
@@ -113,8 +117,11 @@ export class InboxController {
       ...(q.priority ? { priority: q.priority } : {}),
       ...(q.status !== 'any' ? { status: q.status } : {}),
     };
-    const page = await this.views.inbox({ filters, order: q.order, limit: q.limit, cursor: q.cursor ?? null });
-    return { items: page.items, next_cursor: page.nextCursor };
+    const [page, openCount] = await Promise.all([
+      this.views.inbox({ filters, order: q.order, limit: q.limit, cursor: q.cursor ?? null }),
+      this.views.inboxOpenCount(filters),
+    ]);
+    return { items: page.items, next_cursor: page.nextCursor, open_count: openCount };
   }
 }
 
@@ -270,8 +277,22 @@ export class ProjectRecordsController {
     private readonly meshes: MeshReader,
     private readonly projects: ProjectControls,
     private readonly notices: NoticeRedelivery,
+    private readonly webhooks: WebhookStatus,
   ) {
     this.reads = new RecordReads(views);
+  }
+
+  /**
+   * `GET /v1/projects/:project/webhooks` (viewer+): the webhooks serving the project, each by id and
+   * name, with what its deliveries of the project's notices did — last success, last failure and its
+   * reason, failing since, dead-lettered notices. A project the token may not see is 404.
+   */
+  @NoQuery()
+  @Get('webhooks')
+  async listWebhooks(@Param('project') project: string, @Caller() caller: Principal) {
+    const name = parseParam('project', ProjectParamSchema, project);
+    assertVisible(caller, name, 'project', name);
+    return { project: name, webhooks: await this.webhooks.ofProject(name) };
   }
 
   /**

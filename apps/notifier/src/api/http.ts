@@ -15,7 +15,7 @@ import {
 import { METHODS } from 'node:http';
 import type { Observable } from 'rxjs';
 import { rejectionFromZod } from '@baton/contracts';
-import { InvalidCursorError, RedisUnavailableError } from '@baton/projections';
+import { InvalidCursorError, RedisFullError, RedisUnavailableError } from '@baton/projections';
 import { z } from 'zod';
 import { isApiPath, markPrivate } from '../http/private-responses';
 
@@ -215,10 +215,29 @@ export function projectionsUnavailable(error: unknown): ApiError | null {
   );
 }
 
+/** Seconds a client should wait before retrying a request Redis refused for being full (the `Retry-After` of a 503 `redis_full`): room is made by a person. */
+export const REDIS_FULL_RETRY_AFTER_SEC = 30;
+
+/**
+ * The refusal for a request whose write Redis refused because it is full (maxmemory reached under
+ * `noeviction`: a web sign-in's session, say): 503 `redis_full`, or null when `error` is something
+ * else. Reads still answer; the operators raise Redis's maxmemory (docs/sre.md, What fills Redis).
+ */
+export function redisFull(error: unknown): ApiError | null {
+  if (RedisFullError.of(error) === null) return null;
+  return new ApiError(
+    HttpStatus.SERVICE_UNAVAILABLE,
+    'redis_full',
+    'the projections store (Redis) is full and refuses writes; reads still answer — try again once the operators made room',
+    [],
+    { retry_after_sec: REDIS_FULL_RETRY_AFTER_SEC },
+  );
+}
+
 /**
  * Writes every HTTP error as `{ error: { code, message, issues } }`: ApiErrors as they are; a bad
  * cursor as 400 `schema_violation`; Redis not answering (a command timeout, a refused connection)
- * as 503 `projections_unavailable`; every refusal whose details carry `retry_after_sec` (that one, 503
+ * as 503 `projections_unavailable`; a write Redis refused for being full as 503 `redis_full`; every refusal whose details carry `retry_after_sec` (that one, 503
  * `answer_outcome_unknown`, 429s) with that many seconds as `Retry-After`; Express's own errors (a body that is not
  * UTF-8 → `invalid_utf8`, a charset Express cannot read → 415 `unsupported_charset`, malformed
  * JSON body → `malformed_json`, body over the limit → `payload_too_large`, a Content-Encoding it
@@ -260,6 +279,11 @@ export class ApiExceptionFilter implements ExceptionFilter {
     if (unavailable) {
       this.logger.warn(`redis unavailable: ${(exception as Error).message}`);
       return [unavailable.getStatus(), unavailable.getResponse() as ApiErrorBody];
+    }
+    const full = redisFull(exception);
+    if (full) {
+      this.logger.warn(`redis full: a request's write was refused: ${(exception as Error).message}`);
+      return [full.getStatus(), full.getResponse() as ApiErrorBody];
     }
     if (exception instanceof InvalidCursorError) {
       return [

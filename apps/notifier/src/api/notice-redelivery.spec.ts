@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import type { BatonViews } from '@baton/projections';
 import type { Principal } from '../auth/roles';
 import type { WebhookDelivery } from '../notices/webhook-delivery';
+import type { WebhookStatus } from '../notices/webhook-status';
 import { WebhookSender } from '../notices/webhook-sender';
 import type { NotifierConfig } from '../notifier.config';
 import { ApiError } from './http';
@@ -11,6 +12,8 @@ import { NoticeRedelivery } from './notice-redelivery';
 describe('notice redelivery: refusals before any read or send', () => {
   const operator = { tokenId: 't1', name: 'olga', role: 'operator', projects: '*', via: 'token' } as unknown as Principal;
   const config = { NOTIFIER_WEBHOOK_MAX_ATTEMPTS: 8 } as NotifierConfig;
+  // Nothing is sent, so nothing is recorded: the refusals come first.
+  const status = {} as WebhookStatus;
   const views = {
     notice: () => {
       throw new Error('not read: the refusal comes first');
@@ -27,7 +30,7 @@ describe('notice redelivery: refusals before any read or send', () => {
   };
 
   it('409 no_webhooks when the notifier has none, or none serves the project; 403 for a viewer; 404 for a project the token may not see', async () => {
-    const none = new NoticeRedelivery(views, config, { webhookSender: null } as unknown as WebhookDelivery);
+    const none = new NoticeRedelivery(views, config, { webhookSender: null } as unknown as WebhookDelivery, status);
     expect(await codeOf(none, 'shop')).toBe('409 no_webhooks');
     // Redis is never reached: the sender only names the webhooks serving a project here.
     const sender = new WebhookSender({
@@ -36,7 +39,7 @@ describe('notice redelivery: refusals before any read or send', () => {
       prefix: 'p',
       timeoutMs: 1000,
     });
-    const other = new NoticeRedelivery(views, config, { webhookSender: sender } as unknown as WebhookDelivery);
+    const other = new NoticeRedelivery(views, config, { webhookSender: sender } as unknown as WebhookDelivery, status);
     expect(await codeOf(other, 'shop')).toBe('409 no_webhooks');
     expect(await codeOf(other, 'outlet', { ...operator, role: 'viewer' } as Principal)).toBe('403 role_forbidden');
     expect(await codeOf(other, 'outlet', { ...operator, projects: ['shop'] } as unknown as Principal)).toBe('404 not_found');

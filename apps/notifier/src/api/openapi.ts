@@ -1,19 +1,15 @@
 import { z } from 'zod';
-import { allowingUnlistedProperties, ProjectSummarySchema } from '@baton/contracts';
+import { allowingUnlistedProperties, contractJsonSchema, OperatorApiRequestSchemas, ProjectSummarySchema, type OperatorApiRequestName } from '@baton/contracts';
 import {
-  AbandonHandoffBodySchema,
   AnswerAcceptedSchema,
   AnswerStatusSchema,
   DecisionResponseSchema,
-  NoticeRedeliverBodySchema,
   NoticeRedeliveryReplySchema,
+  ProjectWebhooksSchema,
+  WebhookNamesSchema,
   ErrorBodySchema,
-  HandbackDecisionBodySchema,
   HandoffViewSchema,
-  HoldAnswerBodySchema,
-  PauseBodySchema,
   ProjectControlResponseSchema,
-  ResumeBodySchema,
   InboxPageSchema,
   EventStreamQuerySchema,
   InboxQuerySchema,
@@ -22,7 +18,6 @@ import {
   HealthLiveSchema,
   HealthReadySchema,
   RunResponseSchema,
-  StopAnswerBodySchema,
   StopRecordSchema,
   StopsPageSchema,
   StopsQuerySchema,
@@ -52,6 +47,7 @@ const WebhookRedeliveryRefusalSchema = ErrorBodySchema.extend({
       failed: z.array(
         z.object({
           target: z.string().describe('the webhook (by id: the first 16 hex digits of the SHA-256 of its URL)'),
+          name: z.string().describe('the webhook’s name: its configured `name`, or one derived from its URL'),
           reason: z.enum(WEBHOOK_FAILURE_REASONS.map((r) => r.code) as [WebhookFailureReason, ...WebhookFailureReason[]]),
           error: z.string().describe('what happened, for a person: `HTTP 503`, `connect ECONNREFUSED 10.0.0.7:443`, `read ECONNRESET`…'),
           status: z.number().int().optional().describe('`http_status`: the status the webhook answered'),
@@ -59,6 +55,7 @@ const WebhookRedeliveryRefusalSchema = ErrorBodySchema.extend({
       ),
       skipped: z.array(z.string()).describe('webhooks that had taken it before: not called'),
       busy: z.array(z.string()).describe('webhooks another sender is delivering it to this moment: not called twice'),
+      webhook_names: WebhookNamesSchema,
     }),
   }),
 });
@@ -89,10 +86,19 @@ const projectParam = {
   description: 'the project key (ids are unique only within a project); a project the token may not see answers 404',
   schema: { type: 'string', pattern: '^[a-z0-9][a-z0-9_-]*$', maxLength: 64 },
 };
-/** A request body: JSON, or the same fields form-encoded (a form's numbers, such as `cap`, are read from their decimal text). */
-const body = (schema: z.ZodType) => {
-  const input = schemaOf(schema, 'input');
-  return { required: true, content: { 'application/json': { schema: input }, 'application/x-www-form-urlencoded': { schema: input } } };
+/**
+ * A request body: JSON, or the same fields form-encoded (a form's numbers, such as `cap`, are read
+ * from their decimal text). Its schema is the published `docs/schemas/<name>.json` (without `$schema`
+ * and `$id`), generated from the zod schema the route parses the body with
+ * ({@link OperatorApiRequestSchemas}): the document and the file cannot say different things.
+ */
+const body = (name: OperatorApiRequestName) => {
+  const { $schema: _dialect, $id: _id, ...input } = contractJsonSchema(name, OperatorApiRequestSchemas[name].schema);
+  return {
+    required: true,
+    description: `docs/schemas/${name}.json`,
+    content: { 'application/json': { schema: input }, 'application/x-www-form-urlencoded': { schema: input } },
+  };
 };
 
 /** Every `/v1` answer is for who asked: no shared cache stores it, a browser revalidates it. */
@@ -101,6 +107,10 @@ const privateHeaders = {
   'Cache-Control': { description: '`private, no-cache`', schema: { type: 'string' } },
   Vary: { description: '`Authorization, Cookie`', schema: { type: 'string' } },
 };
+
+/** The authentication's 503: the token revocation log cannot be read (an outage, not bad credentials). */
+const REVOCATIONS_UNAVAILABLE =
+  "`revocations_unavailable`: the deployment's token revocation log (JetStream) cannot be read just now, so the token (or session) cannot be checked — keep it and retry after `Retry-After` (said only to a caller whose token verifies; anyone else hears 401)";
 
 const retryAfter = { 'Retry-After': { description: 'seconds to wait before trying again', schema: { type: 'integer', minimum: 1 } } };
 
@@ -128,7 +138,7 @@ function withCommonResponses(paths: Record<string, Record<string, { responses: R
           headers: { 'WWW-Authenticate': { description: '`Bearer`', schema: { type: 'string' } } },
         },
         '429': { ...error('`too_many_auth_failures`: this client address failed to authenticate too often this minute'), headers: retryAfter },
-        '503': { ...error('`projections_unavailable`: Redis did not answer in time'), headers: retryAfter },
+        '503': { ...error(`\`projections_unavailable\`: Redis did not answer in time; ${REVOCATIONS_UNAVAILABLE}`), headers: retryAfter },
         ...(method === 'post'
           ? { '413': error('`payload_too_large`: the body (or a form with more than 1,000 fields) is over the limit'), '415': unreadable }
           : {}),
@@ -145,6 +155,9 @@ function withCommonResponses(paths: Record<string, Record<string, { responses: R
       for (const [status, response] of Object.entries(common)) {
         const own = operation.responses[status] as Record<string, unknown> | undefined;
         if (own === undefined) operation.responses[status] = response;
+        // A route's own 503 (a ledger or an answer not confirmed) may be the authentication's too.
+        else if (status === '503' && typeof own['description'] === 'string' && !own['description'].includes('revocations_unavailable'))
+          operation.responses[status] = { ...own, description: `${own['description']}; ${REVOCATIONS_UNAVAILABLE}`, headers: own['headers'] ?? retryAfter };
         else if (own['headers'] === undefined && (response as Record<string, unknown>)['headers'] !== undefined)
           operation.responses[status] = { ...own, headers: (response as Record<string, unknown>)['headers'] };
       }
@@ -211,12 +224,16 @@ export function buildOpenApiDocument(): object {
     description:
       "Published to the router on `<prefix>.in.<project>.answer` (a mesh's packet on `…mesh_answer`; Nats-Msg-Id = `answer:<project>:<workflow_run_id>/<answer_id>`), then the API waits (at most `NOTIFIER_ANSWER_WAIT_MS`, default 5 s) for the router's decision in the run's (mesh's) event stream and answers with the outcome: 200 `applied` with the new state; 409 with the code the router recorded when it refused the answer (e.g. `run_not_stopped` when another operator's answer was applied first); 202 `pending` with `status_url` (and `Location`) when it was not decided in time. Send the same `answer_id` to retry safely.",
     parameters: [idParam('the packet id')],
-    requestBody: body(StopAnswerBodySchema),
+    requestBody: body('operator-answer-request'),
     responses: {
       '200': json(AnswerAcceptedSchema, '`applied`: the router applied the answer; `run` (or `mesh`) is the state after it'),
       '202': json(AnswerAcceptedSchema, '`pending`: published, not decided within the wait; GET `status_url` for the outcome'),
-      '400': error('`schema_violation`, `answer_not_allowed`, `answer_incomplete`, `intent_not_offered`, `cap_not_raised`'),
-      '403': error('`role_forbidden` (a viewer token only reads)'),
+      '400': error(
+        '`schema_violation` (among them an `action` other than approve, deny, intent, raise_cap, acknowledge: `accept` / `rework` decide a completion handback, `POST …/handoffs/{id}/decision`), `answer_not_allowed` (not a button of the packet’s form; `error.details.allowed`), `answer_incomplete`, `intent_not_offered`, `cap_not_raised`',
+      ),
+      '403': error(
+        "`role_forbidden` (a viewer token only reads: `error.details.role`, `error.details.required_role` = `operator`); `identity_mismatch` (the body's `answered_by` names another than the token: `error.details.field`, `error.details.actor` = the token's name; nothing was sent)",
+      ),
       '415': unreadable,
       '404': missing,
       '409': error(
@@ -237,12 +254,14 @@ export function buildOpenApiDocument(): object {
     parameters: [idParam('the workflow run id')],
     description:
       "Published to the router, then answered with the outcome exactly as a stop packet's answer: 200 `applied`, 409 refused with the router's code, 202 `pending` with `status_url`.",
-    requestBody: body(HoldAnswerBodySchema),
+    requestBody: body('hold-answer-request'),
     responses: {
       '200': json(AnswerAcceptedSchema, '`applied`: the run after the answer in `run`'),
       '202': json(AnswerAcceptedSchema, '`pending`: GET `status_url` for the outcome'),
       '400': bad,
-      '403': error('`role_forbidden` (a viewer token only reads)'),
+      '403': error(
+        "`role_forbidden` (a viewer token only reads: `error.details.role`, `error.details.required_role` = `operator`); `identity_mismatch` (the body's `answered_by` names another than the token: `error.details.field`, `error.details.actor` = the token's name; nothing was sent)",
+      ),
       '415': unreadable,
       '404': missing,
       '409': error(
@@ -287,13 +306,13 @@ export function buildOpenApiDocument(): object {
     description:
       "The ledger decides at once (request/reply): 200 `applied` with the decided handback, or its refusal with the ledger's code and `error.details.outcome` = `refused` (409 when another decision came first). `idempotency_key` makes a retry safe: the same decision sent again is 200 again; the same key with the other decision or another note is 409 `idempotency_key_reused` (`error.details.decided` names the decision recorded under it).",
     parameters: [idParam('the completion handback id')],
-    requestBody: body(HandbackDecisionBodySchema),
+    requestBody: body('handback-decision-request'),
     responses: {
       '200': json(DecisionResponseSchema, 'the decided handback'),
       '400': bad,
       '415': unreadable,
       '403': error(
-        '`role_forbidden` (a viewer token only reads); or the ledger refused the actor: `self_accept_forbidden` (the worker deciding its own work), `principal_not_allowed`…',
+        "`role_forbidden` (a viewer token only reads: `error.details.role`, `error.details.required_role` = `operator`); `identity_mismatch` (the body's `actor` names another than the token: `error.details.field`, `error.details.actor` = the token's name; nothing was sent); or the ledger refused the actor: `self_accept_forbidden` (the worker deciding its own work), `principal_not_allowed`…",
       ),
       '404': missing,
       '409': error('the ledger refused the state (e.g. already decided)'),
@@ -306,13 +325,13 @@ export function buildOpenApiDocument(): object {
     description:
       "Relayed to the ledger as the token's operator (`<prefix>.cmd.ledger.<project>.op.notifier.abandon`), which decides at once: 200 `applied` with the abandoned handoff (its `handoff.abandoned` event names the token as `abandoned_by`), or its refusal with the ledger's code and `error.details.outcome` = `refused`. A workflow run the handoff belongs to sees it ended without a result (`handoff_abandoned`): a pending returnable child's route applies its ON_FAILURE, the handoff the run's current agent works on holds the run for a person. `idempotency_key` makes a retry safe: the same key and reason again is 200 with `events` 0; the same key with another reason is 409 `idempotency_key_reused` (`error.details.abandoned_reason` names the reason recorded under it).",
     parameters: [idParam('the handoff id')],
-    requestBody: body(AbandonHandoffBodySchema),
+    requestBody: body('abandon-handoff-request'),
     responses: {
       '200': json(DecisionResponseSchema, 'the abandoned handoff; `events` 0 for a retry'),
       '400': bad,
       '415': unreadable,
       '403': error(
-        '`role_forbidden` (a viewer token only reads); or the ledger refused the actor: `review_end_forbidden` (the token names the worker whose work the handback reviews), `principal_not_allowed`…',
+        "`role_forbidden` (a viewer token only reads: `error.details.role`, `error.details.required_role` = `operator`); `identity_mismatch` (the body's `actor` names another than the token: `error.details.field`, `error.details.actor` = the token's name; nothing was sent); or the ledger refused the actor: `review_end_forbidden` (the token names the worker whose work the handback reviews), `principal_not_allowed`…",
       ),
       '404': missing,
       '409': error(
@@ -333,11 +352,13 @@ export function buildOpenApiDocument(): object {
       "`), which decides at once: 200 with the project's kill switch after it and `events` (0 when the same `idempotency_key` and body were applied before: a retry changes nothing). Runs still start, route and record while a project is paused; nothing is lost." +
       (name === 'pause' ? ' A project with no published definition is refused `project_unknown` unless `force` is true.' : ''),
     parameters: [projectParam],
-    requestBody: body(name === 'pause' ? PauseBodySchema : ResumeBodySchema),
+    requestBody: body(name === 'pause' ? 'project-pause-request' : 'project-resume-request'),
     responses: {
       '200': json(ProjectControlResponseSchema, "the project's kill switch after the request"),
       '400': bad,
-      '403': error('`role_forbidden` (the kill switch needs an admin token)'),
+      '403': error(
+        '`role_forbidden` (the kill switch needs an admin token: a viewer or operator token is refused, `error.details.role` its role, `error.details.required_role` = `admin`)',
+      ),
       '404': error(
         name === 'pause'
           ? '`not_found` (a project the token may not see); `project_unknown` (no published definition and no `force`; `error.details.project`)'
@@ -358,7 +379,7 @@ export function buildOpenApiDocument(): object {
       title: 'Baton operator API',
       version: '1.0.0',
       description:
-        "The notifier service: the operator inbox, stop packets, handoff and run views (Redis projections of the event streams), mesh run views (read from the events stream), and the operator actions (answer a stop packet or a hold, accept or rework a completion handback, withdraw an open handoff). Every `/v1` route needs `Authorization: Bearer <token>` (made with `baton token create`; roles viewer / operator / admin, scoped to projects): a caller sees and answers only its projects (another project's item answers 404), a viewer cannot answer (403 `role_forbidden`), and `answered_by` / `actor_role` / the decision's actor come from the token, never from the body. 401 `unauthenticated` without a valid token (tokens may expire; `error.details.reason`: `missing`, `malformed`, `unknown`, `expired`, `revoked` or `session_ended`), before any refusal of the request's body; 429 `too_many_auth_failures` with `Retry-After` to a client address after `NOTIFIER_AUTH_FAILURES_PER_MINUTE` failed tokens or sign-ins (whatever it sends until the minute ends; behind a proxy set `NOTIFIER_TRUST_PROXY` so that the address is the client's); a request the HTTP server cannot take is answered in the same error form and the connection closed: 431 `headers_too_large` (headers over 16 KiB), 408 `request_timeout`, 400 `malformed_request`; 503 `projections_unavailable` with `Retry-After` within about `REDIS_COMMAND_TIMEOUT_MS` when Redis does not answer. Responses send `X-Content-Type-Options: nosniff`. Ids are unique only within a project: runs, handoffs and stop packets are addressed by project and id (`/v1/projects/{project}/runs/{id}`...); the id-only routes remain as a convenience and answer 409 `ambiguous_id` (with `error.details.projects`) when several of the token's projects hold the id.",
+        "The notifier service: the operator inbox, stop packets, handoff and run views (Redis projections of the event streams), mesh run views (read from the events stream), and the operator actions (answer a stop packet or a hold, accept or rework a completion handback, withdraw an open handoff). Every `/v1` route needs `Authorization: Bearer <token>` (made with `baton token create`; roles viewer / operator / admin, scoped to projects): a caller sees and answers only its projects (another project's item answers 404), a viewer cannot answer (403 `role_forbidden`, `error.details.required_role` naming the least role that may: `operator`, or `admin` for the kill switch), and `answered_by` / `actor_role` / the decision's and the abandon's actor come from the token, never from the body: a body's `answered_by` or `actor` may only repeat the token's name (another is 403 `identity_mismatch`, nothing sent). Each POST body's schema is published as `docs/schemas/<name>-request.json` (the requestBody's `description` names the file). 401 `unauthenticated` without a valid token (tokens may expire; `error.details.reason`: `missing`, `malformed`, `unknown`, `unsigned` (the token's record is not signed with the deployment's token key), `expired`, `revoked` or `session_ended`), before any refusal of the request's body; 503 `revocations_unavailable` with `Retry-After` while the deployment's token revocation log cannot be read (an outage: keep the token and retry); 429 `too_many_auth_failures` with `Retry-After` to a client address after `NOTIFIER_AUTH_FAILURES_PER_MINUTE` failed tokens or sign-ins (whatever it sends until the minute ends; behind a proxy set `NOTIFIER_TRUST_PROXY` so that the address is the client's); a request the HTTP server cannot take is answered in the same error form and the connection closed: 431 `headers_too_large` (headers over 16 KiB), 408 `request_timeout`, 400 `malformed_request`; 503 `projections_unavailable` with `Retry-After` within about `REDIS_COMMAND_TIMEOUT_MS` when Redis does not answer. Responses send `X-Content-Type-Options: nosniff`. Ids are unique only within a project: runs, handoffs and stop packets are addressed by project and id (`/v1/projects/{project}/runs/{id}`...); the id-only routes remain as a convenience and answer 409 `ambiguous_id` (with `error.details.projects`) when several of the token's projects hold the id.",
     },
     components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'an operator token from `baton token create`' } } },
     security: [{ bearer: [] }],
@@ -368,7 +389,7 @@ export function buildOpenApiDocument(): object {
           operationId: 'listInbox',
           summary: 'Items a person must act on (stops, holds, handbacks, escalations)',
           description:
-            'Newest (`order=newest`) or most urgent first; filters take one value or a comma-separated list; `status` defaults to `open` (`any` for all); page with `next_cursor` (null on the last page; a page whose filters match few of the items it walks may hold fewer than `limit` items and still have one — read on).',
+            'Newest (`order=newest`) or most urgent first; filters take one value or a comma-separated list; `status` defaults to `open` (`any` for all); page with `next_cursor` (null on the last page; a page whose filters match few of the items it walks may hold fewer than `limit` items and still have one — read on). `open_count`: how many open items the filters other than `status` select — the size of the inbox, not of the page (counted in Redis over the smaller of the index sets of the filters, usually the open items).',
           parameters: queryParameters(InboxQuerySchema),
           responses: { '200': json(InboxPageSchema, 'one page of inbox items'), '400': bad, '403': forbiddenProject },
         },
@@ -407,20 +428,31 @@ export function buildOpenApiDocument(): object {
               description: 'the notice id (`nt-…`; the dead letter holds its event)',
             },
           ],
-          requestBody: { ...body(NoticeRedeliverBodySchema), required: false },
+          requestBody: { ...body('notice-redeliver-request'), required: false },
           responses: {
             '200': json(NoticeRedeliveryReplySchema, 'delivered now, or already delivered to every webhook serving the project'),
             '400': bad,
-            '403': error('`role_forbidden` (a viewer token only reads)'),
+            '403': error('`role_forbidden` (a viewer token only reads: `error.details.role`, `error.details.required_role` = `operator`)'),
             '404': missing,
             '409': error(
-              '`no_webhooks`: no webhook of `NOTIFIER_WEBHOOKS` serves the project; `delivery_in_progress`: another sender (the consumer, another request) is delivering it to a webhook this moment (`error.details.busy`)',
+              '`no_webhooks`: no webhook of `NOTIFIER_WEBHOOKS` serves the project; `delivery_in_progress`: another sender (the consumer, another request) is delivering it to a webhook this moment (`error.details.busy`, by id; `error.details.webhook_names` names them)',
             ),
             '502': json(
               WebhookRedeliveryRefusalSchema,
-              '`webhook_delivery_failed`: no webhook took it now and one still failed; `webhook_partially_delivered`: some took it now (`error.details.delivered`) and one still failed — a partial success. `error.details.failed` names each webhook that failed (`target`), why (`reason`: a stable code, see docs/errors.md), what happened (`error`: `HTTP 503`, `connect ECONNREFUSED …`) and, for an HTTP answer, its `status`; `skipped` those that had it, `busy` those another sender is delivering it to',
+              '`webhook_delivery_failed`: no webhook took it now and one still failed; `webhook_partially_delivered`: some took it now (`error.details.delivered`) and one still failed — a partial success. `error.details.failed` names each webhook that failed (`target`, its id, and `name`), why (`reason`: a stable code, see docs/errors.md), what happened (`error`: `HTTP 503`, `connect ECONNREFUSED …`) and, for an HTTP answer, its `status`; `skipped` those that had it, `busy` those another sender is delivering it to',
             ),
           },
+        },
+      },
+      '/v1/projects/{project}/webhooks': {
+        get: {
+          operationId: 'listProjectWebhooks',
+          summary:
+            'The webhooks serving the project and what their deliveries of its notices did: last success, last failure with its reason, failing since, dead-lettered',
+          description:
+            "Each webhook of `NOTIFIER_WEBHOOKS` whose `projects` include the project (or that serves every project), in configuration order, by `id` (a hash of its URL, never the URL) and `name` (its configured `name`, or one derived from its URL). Its status is the project's own — a webhook serving several projects shows each project only its deliveries — as every notifier instance records it in Redis: each call that took a notice (`last_success`) or failed (`last_failure`, its `reason` a stable code), the first failure since the last success (`failing_since`; `state` `failing`), and the notices it never took (`dead_lettered`: `baton dlq list --source notifier-webhooks` lists their letters; the redeliver route sends them again). `state` `unknown`: no call recorded yet (or Redis lost the record). An empty list when no webhook serves the project. Viewer, operator and admin tokens of the project.",
+          parameters: [projectParam],
+          responses: { '200': json(ProjectWebhooksSchema, 'the webhooks serving the project'), '400': bad, '404': missing },
         },
       },
       '/v1/projects/{project}/pause': { post: controlProject('pause') },
@@ -465,11 +497,11 @@ export function buildOpenApiDocument(): object {
           operationId: 'listProjections',
           summary: 'Each projection: the generation operators read, how far it is behind the stream, and the rebuilds running on it with their progress',
           description:
-            'A rebuild (by a notifier, or `baton replay`) writes a shadow generation and swaps it in atomically; until then every read serves the previous generation, whole. Per projection: `active_generation`, `last_seq`, `behind_by` (stream events not applied yet), `needs_rebuild`, `rebuilding`, and `rebuilds` (`kind` rebuild or scratch (a comparison), `by`, `phase`, `seq` / `target_seq`, `events` / `total_events`, `percent`, `rate` (events/s), `eta_seconds`, `stale`: its process died, the next rebuild deletes its shadow). Any authenticated caller; the events stream’s counters only to a caller that sees every project (an admin, a `*` token): for a token scoped to some projects the report is `{ counters: "hidden", rebuilding, projections }`, each projection without `last_seq` and `behind_by` (`behind`: true / false / null instead) and each rebuild without `seq`, `target_seq`, `events`, `total_events` and `rate` — they count every tenant’s events. `/health/ready` (no token) carries the scoped figures in `details.projections`: per projection `behind` and the running rebuild’s `percent`, `eta_seconds`, `by`.',
+            'A rebuild (by a notifier, or `baton replay`) writes a shadow generation and swaps it in atomically; until then every read serves the previous generation, whole. Per projection: `active_generation`, `last_seq`, `behind_by` (stream events not applied yet), `behind_reason` (`redis_full` while Redis refuses the projections’ writes: maxmemory reached, its events wait until Redis has room and are applied then, none lost; null otherwise), `needs_rebuild`, `rebuilding`, and `rebuilds` (`kind` rebuild or scratch (a comparison), `by`, `phase`, `seq` / `target_seq`, `events` / `total_events`, `percent`, `rate` (events/s), `eta_seconds`, `stale`: its process died, the next rebuild deletes its shadow). Any authenticated caller; the events stream’s counters only to a caller that sees every project (an admin, a `*` token): `redis` (`full`, `since`, `refused`: whether Redis refuses the projections’ writes for being full, as `/health/ready`’s `details.redis`); for a token scoped to some projects the report is `{ counters: "hidden", rebuilding, redis, projections }`, each projection without `last_seq` and `behind_by` (`behind`: true / false / null instead) and each rebuild without `seq`, `target_seq`, `events`, `total_events` and `rate` — they count every tenant’s events. `/health/ready` (no token) carries the scoped figures in `details.projections`: per projection `behind` and one running rebuild — this notifier’s own, else the oldest another instance runs (lowest generation) — with its `generation`, `by` (the instance that runs it: a notifier’s `BATON_INSTANCE`, by default `notifier-<host>-<pid>`), `this_instance`, `percent`, `eta_seconds`: one rebuild’s figures, which only grow.',
           responses: {
             '200': json(
               ProjectionsResponseSchema,
-              '`{ stream: { name, last_seq, messages } | null, rebuilding, projections: [...] }`; for a token scoped to some projects `{ counters: "hidden", rebuilding, projections: [...] }`',
+              '`{ stream: { name, last_seq, messages } | null, rebuilding, redis, projections: [...] }`; for a token scoped to some projects `{ counters: "hidden", rebuilding, redis, projections: [...] }`',
             ),
             '400': error('`schema_violation`: the route takes no query parameters'),
             '401': error('`unauthenticated`'),
@@ -488,10 +520,10 @@ export function buildOpenApiDocument(): object {
         get: {
           operationId: 'healthReady',
           summary:
-            'Readiness: NATS, JetStream and Redis answer; `details.projections` tells whether each projection is behind and any rebuild in progress (no stream counters: this answers without a token)',
+            'Readiness: NATS, JetStream and Redis answer; `details.projections` tells whether each projection is behind and any rebuild in progress (no stream counters: this answers without a token); `details.redis` whether Redis refuses the projections` writes for being full (`full`, `since`, `refused`: still 200, reads answer)',
           security: [],
           responses: {
-            '200': json(HealthReadySchema, '`{ status: "ready", checks: { nats, jetstream, redis }, details: { projections } }`'),
+            '200': json(HealthReadySchema, '`{ status: "ready", checks: { nats, jetstream, redis }, details: { storage, projections, redis } }`'),
             '503': json(HealthReadySchema, 'not ready: `{ status: "not_ready", checks, details }` with the failed check `false`'),
           },
         },
@@ -528,6 +560,7 @@ export function docsPage(): string {
 <li><code>GET /v1/projects/{project}/handoffs/{id}</code>, <code>POST /v1/projects/{project}/handoffs/{id}/decision</code>, <code>POST /v1/projects/{project}/handoffs/{id}/abandon</code> — withdraw an open handoff</li>
 <li><code>GET /v1/projects/{project}/meshes/{id}</code> — a handoff mesh run: turns, handoffs taken, ignored calls and why, cap, outcome</li>
 <li>the same by id alone (<code>/v1/stops/{id}</code>, <code>/v1/runs/{id}</code>, <code>/v1/handoffs/{id}</code>, <code>/v1/meshes/{id}</code>...) when the id is unambiguous among the token's projects; otherwise 409 <code>ambiguous_id</code></li>
+<li><code>GET /v1/projects/{project}/webhooks</code> — the project's webhooks: last success, last failure and why, failing since, dead-lettered notices</li>
 <li><code>GET /v1/events/stream</code> — server-sent inbox changes</li>
 </ul>
 <p>Every <code>/v1</code> route needs <code>Authorization: Bearer &lt;token&gt;</code> (<code>baton token create</code>). The web inbox is at <a href="/inbox">/inbox</a>.</p>

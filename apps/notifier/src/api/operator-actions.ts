@@ -18,7 +18,7 @@ import { RunAnswerRequestSchema, type OperatorAnswer, type RunAnswerRequest, typ
 import { PublishTimeout, streamReader, type LedgerClient, type OwnIdAck, type StoredEvent } from '@baton/eventstore';
 import { BATON_VIEWS, LEDGER_CLIENT } from '../projection/tokens';
 import type { Principal } from '../auth/roles';
-import { assertCanAnswer, assertVisible } from '../auth/scope';
+import { assertBodyActor, assertCanAnswer, assertVisible } from '../auth/scope';
 import { AnswerOutcomes, answerStatusPath, type AnswerAggregate, type AnswerOutcome } from './answer-outcomes';
 import { ApiError, ledgerRefusal, notFound, parseOr400, statusForKind } from './http';
 import { resolveProject } from './resolve';
@@ -90,9 +90,11 @@ export interface RecordTarget {
  * resolved among the caller's projects and refused 409 `ambiguous_id` when several hold the id.
  *
  * Who answers comes from the authenticated token, never from the body: `answered_by` / the
- * decision's actor is the token's name and `actor_role` its role. An item of a project the token
- * may not see answers 404 (as if it did not exist); a viewer's answer is refused 403
- * `role_forbidden` before anything is published.
+ * decision's actor is the token's name and `actor_role` its role; a body that names the actor
+ * (`answered_by`, `actor`) may only repeat the token's name — another is refused 403
+ * `identity_mismatch` before anything is looked up or sent ({@link assertBodyActor}). An item of a
+ * project the token may not see answers 404 (as if it did not exist); a viewer's answer is refused
+ * 403 `role_forbidden` before anything is published.
  */
 /** {@link OperatorActions.earlierUse}: the answer id was refused before; send the answer again as it is. */
 const RESEND = Symbol('resend');
@@ -124,6 +126,7 @@ export class OperatorActions {
    * when another operator's answer was applied first).
    */
   async answerStop(target: RecordTarget, body: z.infer<typeof StopAnswerBodySchema>, caller: Principal): Promise<AnswerReply> {
+    assertBodyActor(caller, body);
     const packetId = target.id;
     const project = await resolveProject(this.views, caller, 'stop', packetId, target.project);
     const record = await this.views.stop(project, packetId);
@@ -134,7 +137,8 @@ export class OperatorActions {
     const meshRunId = record.mesh_run_id ?? (await this.views.inboxItem(InboxItemId.stop(project, packetId)))?.['mesh_run_id'];
     const mesh = typeof meshRunId === 'string' ? meshRunId : null;
     // A packet's `pending_digest` is null when it freezes no call; echoed back, it is no digest.
-    const { answer_id: answerId, answered_by: _ignored, pending_digest: digest, ...rest } = body;
+    // `answered_by`, when sent, is the token's name (checked above): the answer records the token's.
+    const { answer_id: answerId, answered_by: _checked, pending_digest: digest, ...rest } = body;
     const fields = digest === null || digest === undefined ? rest : { ...rest, pending_digest: digest };
     const answerOf = (id: string, at: string) =>
       parseOr400(OperatorAnswerSchema, { ...fields, packet_id: packetId, answer_id: id, answered_by: caller.name, answered_at: at });
@@ -201,12 +205,13 @@ export class OperatorActions {
    * bad answer; then the router's outcome as for a stop packet (200 applied, 409 refused, 202 pending).
    */
   async answerHold(target: RecordTarget, body: z.infer<typeof HoldAnswerBodySchema>, caller: Principal): Promise<AnswerReply> {
+    assertBodyActor(caller, body);
     const workflowRunId = target.id;
     const view = await this.views.run(await resolveProject(this.views, caller, 'run', workflowRunId, target.project), workflowRunId);
     if (!view) throw notFound('run', workflowRunId);
     assertVisible(caller, view.run.project, 'run', workflowRunId);
     assertCanAnswer(caller);
-    const { answer_id: answerId, answered_by: _ignored, ...fields } = body;
+    const { answer_id: answerId, answered_by: _checked, ...fields } = body;
     const answerOf = (id: string, at: string) => parseOr400(HoldAnswerSchema, { ...fields, answer_id: id, answered_by: caller.name, answered_at: at });
     const project = view.run.project;
     const now = new Date().toISOString();
@@ -370,6 +375,7 @@ export class OperatorActions {
    * 400 for invalid input; 503 when no ledger answers. 404 unknown handoff.
    */
   async decideHandback(target: RecordTarget, body: z.infer<typeof HandbackDecisionBodySchema>, caller: Principal): Promise<HandoffActionReply> {
+    assertBodyActor(caller, body);
     const { id: handoffId, project } = await this.handoffTarget(target, caller);
     const key = body.idempotency_key ?? `decide-${randomUUID()}`;
     const command =
@@ -392,6 +398,7 @@ export class OperatorActions {
    * another reason). 404 unknown handoff. The run waiting on it sees `handoff_abandoned`.
    */
   async abandonHandoff(target: RecordTarget, body: z.infer<typeof AbandonHandoffBodySchema>, caller: Principal): Promise<HandoffActionReply> {
+    assertBodyActor(caller, body);
     const { id: handoffId, project } = await this.handoffTarget(target, caller);
     const key = body.idempotency_key ?? `abandon-${randomUUID()}`;
     // Sent on `<prefix>.cmd.ledger.<project>.op.notifier.abandon`, the token's name and role as the operator.

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createEventRegistry } from '@baton/contracts';
+import { createEventRegistry, ledgerCommandSubject, Principals, Subjects } from '@baton/contracts';
 import { runDecider } from '@baton/domain';
 import { batonTopology, connectNats, JetStreamEventStore, provision, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
@@ -13,7 +13,11 @@ import { startPrivateServer, type PrivateServer } from './private-server.int-sup
  * unknown, expired, revoked — a revoked or expired token only to the holder of its secret); an
  * operator whose token is named like the stopped agent is a person, and answers its stop; an
  * answer_id is its sender token's, so the same answer sent again by another token with the same
- * name is 409 answer_id_reused, not a duplicate of the first. The notifier runs in process against
+ * name is 409 answer_id_reused, not a duplicate of the first. A body that names its actor
+ * (`answered_by`, `actor`) may only repeat the token's name: another is 403 identity_mismatch and
+ * nothing is sent (audit F5); a role that may not act is told which role may (`details.required_role`,
+ * F4); a stop answer's action is one of the stop form's buttons — accept / rework are a handback's
+ * decision, refused 400 schema_violation (F1). The notifier runs in process against
  * a private nats-server (no router: answers stay pending); Redis is the shared one, under this
  * test's own key prefix.
  */
@@ -138,6 +142,133 @@ describe('operator identity in the API: typed 401 reasons, token names (private 
       code: 'unauthenticated',
       details: { reason: 'unknown' },
     });
+  });
+
+  /** Every message on a subject while `act` runs (core NATS sees what JetStream stores and what the ledger is asked). */
+  const heardOn = async (subject: string, act: () => Promise<void>, reply?: unknown): Promise<Array<Record<string, unknown>>> => {
+    const heard: Array<Record<string, unknown>> = [];
+    const sub = nats.connection.subscribe(subject, {
+      callback: (_err, msg) => {
+        heard.push(JSON.parse(new TextDecoder().decode(msg.data)) as Record<string, unknown>);
+        if (reply !== undefined && msg.reply) msg.respond(new TextEncoder().encode(JSON.stringify(reply)));
+      },
+    });
+    await nats.connection.flush();
+    try {
+      await act();
+      await nats.connection.flush();
+    } finally {
+      sub.unsubscribe();
+    }
+    return heard;
+  };
+
+  const post = async (token: string, path: string, body: Record<string, unknown>): Promise<Reply> => {
+    const response = await fetch(`${base}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(20_000),
+    });
+    return { status: response.status, body: (await response.json()) as Reply['body'] };
+  };
+
+  const refusal = (reply: Reply) => ({ status: reply.status, code: reply.body.error?.code, details: reply.body.error?.details });
+
+  it("a body's answered_by may only repeat the token's name: another is 403 identity_mismatch and nothing is published; the token's own name is taken", async () => {
+    const answers = Subjects.operatorAnswer(prefix, 'demo');
+    let claimed: Reply | undefined;
+    const heard = await heardOn(answers, async () => {
+      claimed = await answer(olga.token, { answer_id: 'claims-1', action: 'deny', note: 'no', answered_by: 'mallory' });
+    });
+    expect(refusal(claimed!)).toEqual({ status: 403, code: 'identity_mismatch', details: { field: 'answered_by', actor: 'olga' } });
+    expect(claimed!.body.error?.message).toContain('mallory');
+    expect(heard).toEqual([]);
+    // Nothing was sent under the id: the API knows no answer claims-1.
+    expect((await get('/v1/projects/demo/runs/wr-a/answers/claims-1', `Bearer ${olga.token}`)).body.error?.code).toBe('answer_not_found');
+
+    let own: Reply | undefined;
+    const published = await heardOn(answers, async () => {
+      own = await answer(olga.token, { answer_id: 'claims-2', action: 'deny', note: 'no', answered_by: 'olga' });
+    });
+    expect(own).toMatchObject({ status: 202, body: { answer_id: 'claims-2' } });
+    expect(published).toEqual([
+      expect.objectContaining({ answer: { kind: 'stop_answer', answer: expect.objectContaining({ answer_id: 'claims-2', answered_by: 'olga' }) } }),
+    ]);
+
+    // A hold answer likewise: refused before the run is looked at; with the token's name it reaches the run check (wr-a is stopped, not held).
+    const hold = await heardOn(answers, async () => {
+      claimed = await post(olga.token, '/v1/projects/demo/runs/wr-a/answer', { answer_id: 'claims-3', action: 'continue', answered_by: 'mallory' });
+    });
+    expect(refusal(claimed!)).toEqual({ status: 403, code: 'identity_mismatch', details: { field: 'answered_by', actor: 'olga' } });
+    expect(hold).toEqual([]);
+    const held = await post(olga.token, '/v1/projects/demo/runs/wr-a/answer', { answer_id: 'claims-3', action: 'continue', answered_by: 'olga' });
+    expect(held.body.error?.code).toBe('run_not_held');
+  });
+
+  it("a handback decision's or an abandon's actor may only repeat the token's name: another is 403 identity_mismatch and the ledger is not asked", async () => {
+    const ledger = (command: string) => ledgerCommandSubject(prefix, 'demo', Principals.operator('notifier'), command);
+    const ended = { ok: false, error: { code: 'handoff_not_pending', kind: 'wrong_state', message: 'decided already' } };
+    for (const [command, path, body] of [
+      ['decide_handback', '/v1/projects/demo/handoffs/hb-claims/decision', { decision: 'accept', idempotency_key: 'k-claims' }],
+      ['abandon', '/v1/projects/demo/handoffs/ho-claims/abandon', { reason: 'not needed', idempotency_key: 'k-claims' }],
+    ] as const) {
+      let claimed: Reply | undefined;
+      const asked = await heardOn(
+        ledger(command),
+        async () => {
+          claimed = await post(olga.token, path, { ...body, actor: 'mallory' });
+        },
+        ended,
+      );
+      expect({ command, ...refusal(claimed!) }).toEqual({ command, status: 403, code: 'identity_mismatch', details: { field: 'actor', actor: 'olga' } });
+      expect({ command, asked }).toEqual({ command, asked: [] });
+
+      let own: Reply | undefined;
+      const relayed = await heardOn(
+        ledger(command),
+        async () => {
+          own = await post(olga.token, path, { ...body, actor: 'olga' });
+        },
+        ended,
+      );
+      expect({ command, code: own!.body.error?.code }).toEqual({ command, code: 'handoff_not_pending' });
+      expect(relayed).toEqual([expect.objectContaining({ ...body, actor: 'olga', actor_role: 'operator' })]);
+    }
+  });
+
+  it('role_forbidden names the role that may act: details.required_role operator for a viewer, admin for the kill switch', async () => {
+    const vera = await tokens.create({ name: 'vera', role: 'viewer', projects: ['demo'], now: new Date().toISOString() });
+    const viewerAnswer = await answer(vera.token, { action: 'deny' });
+    expect(refusal(viewerAnswer)).toEqual({ status: 403, code: 'role_forbidden', details: { role: 'viewer', required_role: 'operator' } });
+    expect(viewerAnswer.body.error?.message).toContain('operator or admin role');
+    const redeliver = await post(vera.token, '/v1/projects/demo/notices/nt-1/redeliver', {});
+    expect(refusal(redeliver)).toEqual({ status: 403, code: 'role_forbidden', details: { role: 'viewer', required_role: 'operator' } });
+    expect(redeliver.body.error?.message).toContain('redelivering a notice');
+    for (const [token, role] of [
+      [olga.token, 'operator'],
+      [vera.token, 'viewer'],
+    ] as const) {
+      for (const control of ['pause', 'resume']) {
+        const reply = await post(token, `/v1/projects/demo/${control}`, { reason: 'incident' });
+        expect({ control, ...refusal(reply) }).toEqual({ control, status: 403, code: 'role_forbidden', details: { role, required_role: 'admin' } });
+        expect(reply.body.error?.message).toContain('admin role');
+      }
+    }
+  });
+
+  it("a stop answer is one of the stop form's buttons: accept and rework (a handback's decision) are 400 schema_violation on action, and nothing is published", async () => {
+    const answers = Subjects.operatorAnswer(prefix, 'demo');
+    for (const action of ['accept', 'rework']) {
+      let reply: Reply | undefined;
+      const heard = await heardOn(answers, async () => {
+        reply = await answer(olga.token, { answer_id: `hb-word-${action}`, action, note: 'add the tests' });
+      });
+      expect({ action, status: reply!.status, code: reply!.body.error?.code }).toEqual({ action, status: 400, code: 'schema_violation' });
+      const issues = (reply!.body.error as { issues?: Array<{ path: string; message: string }> }).issues ?? [];
+      expect(issues).toEqual([expect.objectContaining({ path: 'action', message: expect.stringContaining('/decision') })]);
+      expect(heard).toEqual([]);
+    }
   });
 
   it('an operator whose token is named like the stopped agent is a person: its answer is taken (not answer_forbidden)', async () => {

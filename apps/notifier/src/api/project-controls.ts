@@ -1,14 +1,14 @@
 import { randomUUID } from 'node:crypto';
-import { HttpStatus, Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { ProjectControlId, type ProjectControlRecord, type ProjectSummary } from '@baton/contracts';
 import { isUnknownProject, projectSummaryOf } from '@baton/domain';
 import { StreamNotFound, type LedgerClient, type StoredEvent } from '@baton/eventstore';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import type { z } from 'zod';
 import { Role, type Principal } from '../auth/roles';
-import { assertVisible } from '../auth/scope';
+import { assertVisible, roleForbidden } from '../auth/scope';
 import { LEDGER_CLIENT } from '../projection/tokens';
-import { ApiError, ledgerRefusal, notFound } from './http';
+import { ledgerRefusal, notFound } from './http';
 import type { PauseBodySchema, ResumeBodySchema } from './schemas';
 
 /**
@@ -16,7 +16,7 @@ import type { PauseBodySchema, ResumeBodySchema } from './schemas';
  * reads both aggregates from the events stream (no projection holds them); `pause` / `resume` are
  * relayed to the ledger on `<prefix>.cmd.ledger.<project>.op.notifier.pause|resume`, as the token's
  * operator with its role — the ledger takes them from admins only, and so does this (403
- * `role_forbidden` before anything is sent). A project the token may not see is 404, as one that
+ * `role_forbidden`, `details.required_role: admin`, before anything is sent). A project the token may not see is 404, as one that
  * does not exist.
  */
 @Injectable()
@@ -49,9 +49,9 @@ export class ProjectControls {
   ): Promise<{ project: ProjectControlRecord; events: number }> {
     assertVisible(caller, project, 'project', project);
     if (caller.role !== Role.admin) {
-      throw new ApiError(
-        HttpStatus.FORBIDDEN,
-        'role_forbidden',
+      throw roleForbidden(
+        caller,
+        Role.admin,
         `${caller.role === 'operator' ? 'an' : 'a'} ${caller.role} token may not ${name} a project; the kill switch needs the admin role`,
       );
     }

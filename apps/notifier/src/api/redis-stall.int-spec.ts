@@ -1,9 +1,5 @@
-import { randomBytes } from 'node:crypto';
-import { batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
-import type { RunningService } from '@baton/platform';
-import { createRedis, RedisUnavailableError, type RedisHandle } from '@baton/projections';
-import { TokenStore } from '../auth/token-store';
-import { startNotifier } from '../main';
+import { RedisUnavailableError } from '@baton/projections';
+import { authFixture } from '../auth/auth.int-support';
 import { HealthReadySchema } from './schemas';
 import { startPrivateServer, type PrivateServer } from './private-server.int-support';
 
@@ -17,46 +13,31 @@ import { startPrivateServer, type PrivateServer } from './private-server.int-sup
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 describe('a stalled Redis: the API fails fast with 503 projections_unavailable and recovers by itself (private redis-server, real NATS)', () => {
-  const prefix = `rs${randomBytes(5).toString('hex')}`;
   let server: PrivateServer;
-  let redisUrl: string;
-  let redis: RedisHandle;
-  let nats: NatsHandle;
-  let service: RunningService;
-  let base: string;
   let token: string;
   let paused = false;
 
   beforeAll(async () => {
     server = await startPrivateServer('redis-server');
-    redisUrl = server.url;
-    redis = createRedis(redisUrl);
-    nats = await connectNats({ servers: process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222', reconnect: false });
-    service = await startNotifier({
-      ...process.env,
-      BATON_PREFIX: prefix,
-      HTTP_PORT: '0',
-      LOG_LEVEL: 'error',
-      REDIS_URL: redisUrl,
-      REDIS_COMMAND_TIMEOUT_MS: '500',
-    });
-    base = (await service.app.getUrl()).replace('[::1]', '127.0.0.1').replace('localhost', '127.0.0.1');
-    token = (await new TokenStore(redis.client, prefix).create({ name: 'olga', role: 'operator', projects: ['demo'], now: new Date().toISOString() })).token;
   }, 60_000);
-
+  // No token key: what this spec tests is a stalled Redis, not token signing.
+  const fixture = authFixture({ prefix: 'rs', dir: 'redis-stall', tokenKey: false, env: () => ({ REDIS_URL: server.url, REDIS_COMMAND_TIMEOUT_MS: '500' }) });
+  fixture.beforeStop(() => {
+    if (paused) server.resume();
+  });
   afterAll(async () => {
-    if (paused) server.child.kill('SIGCONT');
-    await service?.stop().catch(() => undefined);
-    await redis?.close().catch(() => undefined);
     await server?.remove();
-    const names = batonStreamNames(prefix);
-    for (const name of [names.events, names.inbox, names.dlq]) await nats?.jsm.streams.delete(name).catch(() => undefined);
-    await nats?.drain().catch(() => undefined);
   }, 30_000);
+  beforeAll(async () => {
+    token = (await fixture.admin.create({ name: 'olga', role: 'operator', projects: ['demo'], now: new Date().toISOString() })).token;
+  });
 
   const inbox = async () => {
     const started = Date.now();
-    const response = await fetch(`${base}/v1/inbox?project=demo`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(10_000) });
+    const response = await fetch(`${fixture.base}/v1/inbox?project=demo`, {
+      headers: { authorization: `Bearer ${token}` },
+      signal: AbortSignal.timeout(10_000),
+    });
     return {
       status: response.status,
       ms: Date.now() - started,
@@ -79,7 +60,7 @@ describe('a stalled Redis: the API fails fast with 503 projections_unavailable a
   it('SIGSTOP: an API call answers 503 projections_unavailable within 2 s; SIGCONT: it answers 200 again without a restart', async () => {
     expect((await inbox()).status).toBe(200);
 
-    server.child.kill('SIGSTOP');
+    await server.pause();
     paused = true;
     const stalled = await inbox();
     expect(stalled).toMatchObject({ status: 503, retryAfter: '1', body: { error: { code: 'projections_unavailable' } } });
@@ -90,7 +71,7 @@ describe('a stalled Redis: the API fails fast with 503 projections_unavailable a
     expect(again.ms).toBeLessThan(2000);
     // A web page fails as fast too, as a page.
     const started = Date.now();
-    const page = await fetch(`${base}/inbox`, {
+    const page = await fetch(`${fixture.base}/inbox`, {
       headers: { cookie: 'baton_session=' + 'a'.repeat(43) },
       redirect: 'manual',
       signal: AbortSignal.timeout(10_000),
@@ -98,13 +79,13 @@ describe('a stalled Redis: the API fails fast with 503 projections_unavailable a
     expect(Date.now() - started).toBeLessThan(2000);
     expect(page.status).toBe(503);
     // Readiness says which dependency failed, in the shape OpenAPI gives it.
-    const notReady = await fetch(`${base}/health/ready`, { signal: AbortSignal.timeout(10_000) });
+    const notReady = await fetch(`${fixture.base}/health/ready`, { signal: AbortSignal.timeout(10_000) });
     expect(notReady.status).toBe(503);
     const notReadyBody: unknown = await notReady.json();
     expect(HealthReadySchema.safeParse(notReadyBody).error).toBeUndefined();
     expect(notReadyBody).toMatchObject({ status: 'not_ready', checks: { nats: true, redis: false } });
 
-    server.child.kill('SIGCONT');
+    server.resume();
     paused = false;
     const deadline = Date.now() + 10_000;
     let last = await inbox();
@@ -113,7 +94,7 @@ describe('a stalled Redis: the API fails fast with 503 projections_unavailable a
       last = await inbox();
     }
     expect(last.status).toBe(200);
-    const ready = await fetch(`${base}/health/ready`);
+    const ready = await fetch(`${fixture.base}/health/ready`);
     expect(ready.status).toBe(200);
     expect(HealthReadySchema.safeParse(await ready.json()).error).toBeUndefined();
   }, 60_000);

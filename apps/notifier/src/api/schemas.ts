@@ -4,24 +4,19 @@ import {
   AgentNameSchema,
   HandoffPrioritySchema,
   HandoffRecordSchema,
-  HoldAnswerActionSchema,
   IdSchema,
   IsoTimeSchema,
-  Limits,
-  OperatorAnswerActionSchema,
   ProjectControlRecordSchema,
   ProjectIdSchema,
   ResumeEffectSchema,
   RouteCauseSchema,
   RunStatusSchema,
-  hasVisibleText,
-  nonBlankPersonTextSchema,
-  PersonTextSchema,
   StopPacketSchema,
   StopPacketStatusSchema,
   StopWhySchema,
 } from '@baton/contracts';
 import { InboxWhys } from '@baton/projections';
+import { WEBHOOK_FAILURE_REASONS, type WebhookFailureReason } from '../notices/webhook-sender';
 
 /**
  * A query parameter holding one value or a comma-separated list of them (any matches), given once
@@ -117,104 +112,23 @@ export const IdParamSchema = IdSchema;
 /** The `:project` of a project route. */
 export const ProjectParamSchema = ProjectIdSchema;
 
-/** `POST /v1/stops/:id/answer`: the packet form's answer. `answer_id` (optional) makes a retried POST idempotent. */
-export const StopAnswerBodySchema = z
-  .strictObject({
-    answer_id: IdSchema.optional(),
-    action: OperatorAnswerActionSchema,
-    intent: z.string().min(1).max(Limits.maxIdLength).optional().describe('the request kind: with action intent only'),
-    cap: z.number().positive().max(Number.MAX_SAFE_INTEGER, 'a cap is at most 9007199254740991').optional().describe('the new cap: with action raise_cap only'),
-    note: PersonTextSchema.optional(),
-    /** The packet's `pending_digest` as shown (`null` when it freezes no call, as the packet says it). */
-    pending_digest: z.string().min(1).max(200).nullable().optional(),
-    /** Ignored: the authenticated token names who answers. Accepted so older clients keep working. */
-    answered_by: z.string().min(1).max(200).optional().describe('ignored: the authenticated token names who answers'),
-  })
-  // An intent goes with an intent answer, a cap with a raise_cap: with another button either would
-  // be dropped unread (a deny with a cap is not a raise), as a hold's target is with its reroute.
-  .superRefine((body, ctx) => {
-    if (body.intent !== undefined && body.action !== 'intent') {
-      ctx.addIssue({ code: 'custom', path: ['intent'], message: `only an intent answer names an intent; this one is ${body.action}` });
-    }
-    if (body.cap !== undefined && body.action !== 'raise_cap') {
-      ctx.addIssue({ code: 'custom', path: ['cap'], message: `only a raise_cap answer names a cap; this one is ${body.action}` });
-    }
-  })
-  .meta({
-    allOf: [
-      { if: { properties: { action: { not: { const: 'intent' } } }, required: ['action'] }, then: { not: { required: ['intent'] } } },
-      { if: { properties: { action: { not: { const: 'raise_cap' } } }, required: ['action'] }, then: { not: { required: ['cap'] } } },
-    ],
-  });
-
-/** `POST /v1/runs/:id/answer`: the answer to a hold. */
-export const HoldAnswerBodySchema = z
-  .strictObject({
-    answer_id: IdSchema.optional(),
-    action: HoldAnswerActionSchema,
-    target: z.string().min(1).max(Limits.maxIdLength).optional(),
-    note: PersonTextSchema.optional(),
-    /**
-     * The hold this answer was made for: the `cause` of the hold's inbox item (or of the run view's
-     * `hold`). When the run is held again since, by another cause, the answer is 409 `stale_answer`.
-     */
-    hold_cause: RouteCauseSchema.optional().describe("the hold's cause as the inbox item or run view shows it; another hold since: 409 stale_answer"),
-    /** Ignored: the authenticated token names who answers. */
-    answered_by: z.string().min(1).max(200).optional().describe('ignored: the authenticated token names who answers'),
-  })
-  // A target goes with a reroute only: with continue or terminate it would be dropped unread.
-  .superRefine((body, ctx) => {
-    if (body.target !== undefined && body.action !== 'reroute') {
-      ctx.addIssue({ code: 'custom', path: ['target'], message: `only a reroute names a target, not a ${body.action}` });
-    }
-  })
-  .meta({ if: { properties: { action: { not: { const: 'reroute' } } }, required: ['action'] }, then: { not: { required: ['target'] } } });
-
-/** `POST /v1/handoffs/:id/decision`: accept or rework a completion handback. */
-export const HandbackDecisionBodySchema = z
-  .strictObject({
-    decision: z.enum(['accept', 'rework']),
-    note: PersonTextSchema.optional(),
-    /** Ignored: the authenticated token names who decides. */
-    actor: ActorNameSchema.optional().describe('ignored: the authenticated token names who decides'),
-    idempotency_key: z.string().min(1).max(200).optional(),
-  })
-  .superRefine((body, ctx) => {
-    if (body.decision === 'rework' && (body.note === undefined || !hasVisibleText(body.note))) {
-      ctx.addIssue({ code: 'custom', path: ['note'], message: 'a rework says what to change' });
-    }
-  });
-
-/**
- * `POST /v1/handoffs/:id/abandon`: withdraw an open handoff (pending, claimed or returned). The
- * reason has the ledger's limits for an abandon's reason (AbandonHandoffCommandSchema), so the API
- * refuses what the ledger would.
+/*
+ * The request bodies of the POST routes are contracts a client in any language reads: they live in
+ * `@baton/contracts` (libs/contracts/src/operator-api.ts), published as docs/schemas/*-request.json
+ * and in the OpenAPI document from the same zod schemas.
  */
-export const AbandonHandoffBodySchema = z.strictObject({
-  reason: nonBlankPersonTextSchema('an abandon says why'),
-  /** Ignored: the authenticated token names who abandons. */
-  actor: ActorNameSchema.optional().describe('ignored: the authenticated token names who abandons'),
-  idempotency_key: z.string().min(1).max(200).optional().describe('a retry with the same key and body changes nothing; generated when absent'),
-});
+export {
+  AbandonHandoffBodySchema,
+  HandbackDecisionBodySchema,
+  HoldAnswerBodySchema,
+  NoticeRedeliverBodySchema,
+  PauseBodySchema,
+  ResumeBodySchema,
+  StopAnswerBodySchema,
+} from '@baton/contracts';
 
 // ---------------------------------------------------------------------------------------------
 // Response shapes (documentation: the OpenAPI document is built from them)
-
-/**
- * `POST /v1/projects/{project}/pause` (admin): the project's kill switch, relayed to the ledger as
- * the token's admin. `force` pauses a project with no published definition (else `project_unknown`).
- */
-export const PauseBodySchema = z.strictObject({
-  reason: nonBlankPersonTextSchema('a pause says why'),
-  idempotency_key: z.string().min(1).max(200).optional().describe('a retry with the same key and body changes nothing; generated when absent'),
-  force: z.boolean().optional().describe('pause even though the project has no published definition'),
-});
-
-/** `POST /v1/projects/{project}/resume` (admin): dispatch again; every pending handoff is offered again. */
-export const ResumeBodySchema = z.strictObject({
-  reason: PersonTextSchema.optional(),
-  idempotency_key: z.string().min(1).max(200).optional().describe('a retry with the same key and body changes nothing; generated when absent'),
-});
 
 /** The answer to a pause or resume: the project's kill switch after it, and how many events this request stored (0: a retry). */
 export const ProjectControlResponseSchema = z.object({
@@ -308,7 +222,16 @@ export const InboxItemSchema = z
   })
   .catchall(z.unknown());
 
-export const InboxPageSchema = z.object({ items: z.array(InboxItemSchema), next_cursor: z.string().nullable() });
+export const InboxPageSchema = z.object({
+  items: z.array(InboxItemSchema),
+  next_cursor: z.string().nullable(),
+  open_count: z
+    .number()
+    .int()
+    .describe(
+      "how many open items the query's filters other than `status` select (project scope, kind, why, agent, priority): the inbox's size, whatever page or status is listed",
+    ),
+});
 
 export const StopRecordSchema = z.object({
   stop: StopPacketSchema,
@@ -612,8 +535,10 @@ export const AnswerStatusSchema = z.object({
 });
 
 /** A handback decision or an abandon the ledger applied: the handoff after it, and the events this request stored (0: a retry). */
-/** `POST /v1/projects/:project/notices/:notice_id/redeliver` takes no fields: an empty body, or `{}`. */
-export const NoticeRedeliverBodySchema = z.strictObject({});
+/** `{ <id>: <name> }`: the name of each webhook a reply names by id. */
+export const WebhookNamesSchema = z
+  .record(z.string(), z.string())
+  .describe('the name of each webhook the reply names by id (`{ <id>: <name> }`): its configured `name`, or one derived from its URL');
 
 /** `POST /v1/projects/:project/notices/:notice_id/redeliver`: what a redelivery did. */
 export const NoticeRedeliveryReplySchema = z.object({
@@ -622,7 +547,39 @@ export const NoticeRedeliveryReplySchema = z.object({
   notice_id: z.string(),
   delivered: z.array(z.string()).describe('webhooks (by id: a hash of the URL) that answered 2xx to this request'),
   skipped: z.array(z.string()).describe('webhooks that had taken it before (delivery marks are kept 30 days): not called'),
+  webhook_names: WebhookNamesSchema,
 });
+
+/** When, and for which notice of the project, something happened to a webhook's deliveries. */
+const WebhookEventSchema = z.object({ at: z.string().describe('ISO time'), notice_id: z.string() });
+
+/** One webhook serving a project, with what its deliveries of the project's notices did. */
+export const WebhookStatusSchema = z.object({
+  id: z.string().describe('the first 16 hex digits of the SHA-256 of its URL: the key of its delivery marks and status (never the URL: it may hold a secret)'),
+  name: z.string().describe('its configured `name`, or one derived from its URL (host and path, each segment that may be a secret shown as `***`)'),
+  state: z
+    .enum(['ok', 'failing', 'unknown'])
+    .describe('failing: a failure since its last success (`failing_since`); ok: its last call took the notice; unknown: no call recorded yet'),
+  last_success: WebhookEventSchema.nullable().describe('its last 2xx for a notice of the project'),
+  last_failure: WebhookEventSchema.extend({
+    reason: z
+      .enum(WEBHOOK_FAILURE_REASONS.map((r) => r.code) as [WebhookFailureReason, ...WebhookFailureReason[]])
+      .describe('why, a stable code (docs/errors.md)'),
+    error: z.string().describe('what happened: `HTTP 503`, `connect ECONNREFUSED 10.0.0.7:443`…'),
+    status: z.number().int().optional().describe('`http_status`: the status it answered'),
+  })
+    .nullable()
+    .describe('its last failed call for a notice of the project (a call retried later counts each time)'),
+  failing_since: z.string().nullable().describe('the first failure since its last success (ISO); null while it is not failing'),
+  dead_lettered: z
+    .number()
+    .int()
+    .describe("the project's notices it never took in NOTIFIER_WEBHOOK_MAX_ATTEMPTS deliveries (dead-lettered; send them again with the redeliver route)"),
+  last_dead_lettered: WebhookEventSchema.nullable(),
+});
+
+/** `GET /v1/projects/:project/webhooks`: the webhooks serving the project, in configuration order. */
+export const ProjectWebhooksSchema = z.object({ project: z.string(), webhooks: z.array(WebhookStatusSchema) });
 
 export const DecisionResponseSchema = z.object({ outcome: z.literal('applied'), handoff: HandoffRecordSchema, events: z.number().int() });
 
@@ -656,6 +613,21 @@ const ProjectionViewSchema = z.object({
   last_seq: z.number().int().optional().describe('the last stream sequence it applied (callers that see every project)'),
   behind_by: z.number().int().nullable().optional().describe('stream events not applied yet (callers that see every project)'),
   behind: z.boolean().nullable().optional().describe('whether it is behind the stream (callers scoped to some projects)'),
+  behind_reason: z
+    .enum(['redis_full'])
+    .nullable()
+    .describe(
+      'why it is behind: `redis_full` while Redis refuses the projections` writes (maxmemory reached; its events wait until Redis has room); null when not behind or nothing holds it back',
+    ),
+});
+
+/** Whether Redis refuses the projections' writes for being full (`GET /v1/projections` `redis`, `/health/ready` `details.redis`). */
+const RedisFullSchema = z.object({
+  full: z
+    .boolean()
+    .describe('true while Redis refuses the projections` writes (maxmemory reached under noeviction), from the first refusal until a write goes through'),
+  since: z.string().nullable().describe('the first refusal (ISO 8601); null when not full'),
+  refused: z.number().int().describe('writes refused since then (0 when not full)'),
 });
 
 /** `GET /v1/projections`: the full report (callers that see every project) or the scoped one (`counters: "hidden"`). */
@@ -663,9 +635,10 @@ export const ProjectionsResponseSchema = z.union([
   z.object({
     stream: z.object({ name: z.string(), last_seq: z.number().int(), messages: z.number().int() }).nullable(),
     rebuilding: z.boolean(),
+    redis: RedisFullSchema,
     projections: z.array(ProjectionViewSchema),
   }),
-  z.object({ counters: z.literal('hidden'), rebuilding: z.boolean(), projections: z.array(ProjectionViewSchema) }),
+  z.object({ counters: z.literal('hidden'), rebuilding: z.boolean(), redis: RedisFullSchema, projections: z.array(ProjectionViewSchema) }),
 ]);
 
 /** `GET /health/live`: the process answers. */
@@ -678,7 +651,30 @@ const ProjectionReadinessSchema = z.object({
     z.string(),
     z.object({
       behind: z.boolean().nullable().describe('whether it is behind the stream (null: not known)'),
-      rebuilding: z.object({ percent: z.number().nullable(), eta_seconds: z.number().nullable(), by: z.string() }).nullable(),
+      rebuilding: z
+        .object({
+          generation: z.number().int().describe('the generation being built: the figures are that rebuild`s'),
+          by: z.string().describe('the instance that runs it (a notifier`s BATON_INSTANCE, `baton replay`…)'),
+          this_instance: z.boolean().describe('whether the notifier answering runs it'),
+          percent: z.number().nullable(),
+          eta_seconds: z.number().nullable(),
+        })
+        .nullable()
+        .describe('its running rebuild: this notifier`s own, else the oldest another instance runs (lowest generation); null when none runs'),
+    }),
+  ),
+});
+
+/** Every service's readiness detail `storage`: whether a storage limit refuses its publishes (never a failed check: docs/sre.md, Health). */
+const StorageReadinessSchema = z.object({
+  full: z.boolean().describe('true while a storage limit refuses this service`s JetStream publishes (from the first refusal until one is stored again)'),
+  conditions: z.array(
+    z.object({
+      limit: z.enum(['stream_bytes', 'stream_messages', 'account_storage']),
+      stream: z.string().nullable().describe('the stream whose limit refuses (null: the account`s storage)'),
+      since: z.string().describe('the first refusal (ISO 8601)'),
+      refused: z.number().int().describe('publishes refused since then'),
+      last_subject: z.string(),
     }),
   ),
 });
@@ -687,5 +683,7 @@ const ProjectionReadinessSchema = z.object({
 export const HealthReadySchema = z.object({
   status: z.enum(['ready', 'not_ready']),
   checks: z.record(z.string(), z.boolean()).describe('nats, jetstream, redis: whether each answered (jetstream: its API answered, so a cluster has a leader)'),
-  details: z.object({ projections: ProjectionReadinessSchema.optional() }).optional(),
+  details: z
+    .object({ storage: StorageReadinessSchema.optional(), projections: ProjectionReadinessSchema.optional(), redis: RedisFullSchema.optional() })
+    .optional(),
 });

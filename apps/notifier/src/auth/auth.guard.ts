@@ -12,11 +12,32 @@ const UNAUTHENTICATED_HINTS: Record<PublicAuthRefusal, string> = {
   missing: 'send Authorization: Bearer <token> (create one with `baton token create`)',
   malformed: 'the bearer token is not a Baton token (bt_<id>_<secret>, as `baton token create` printed it)',
   unknown: 'the bearer token is not one of this deployment (`baton token list` shows its tokens; create one with `baton token create`)',
+  unsigned:
+    "the bearer token's record is not signed with this deployment's token key (made without the key, or altered): the admin signs the tokens to keep with `baton token sign-existing`, or makes a new one with `baton token create`",
   expired: 'the bearer token has expired (`baton token create` makes a new one)',
   revoked: 'the bearer token was revoked (`baton token create` makes a new one)',
   // A browser whose session ended (signed out, its token revoked or expired) signs in again.
   session_ended: 'the session has ended (signed out, or its token revoked or expired): sign in again at /login',
 };
+
+/** Seconds a client waits before trying again while the token revocation log cannot be read (the `Retry-After` of the 503). */
+export const REVOCATIONS_RETRY_AFTER_SEC = 2;
+
+/**
+ * The answer while the deployment's token revocation log cannot be read (NATS down or slow, the
+ * stream missing): 503 `revocations_unavailable` with `Retry-After`. An outage, not bad
+ * credentials: the client keeps its token and tries again. Said only to a caller whose token's
+ * record verifies and whose secret matches (or whose session's token does); anyone else hears 401.
+ */
+export function revocationsUnavailable(): ApiError {
+  return new ApiError(
+    HttpStatus.SERVICE_UNAVAILABLE,
+    'revocations_unavailable',
+    "the deployment's token revocation log (a JetStream stream) cannot be read just now, so no token can be checked: keep the token and try again after Retry-After; the notifier's log says why (token_revocation_log_unavailable)",
+    [],
+    { retry_after_sec: REVOCATIONS_RETRY_AFTER_SEC },
+  );
+}
 
 /**
  * Guards the JSON API (`/v1/...`). Every request must authenticate: `Authorization: Bearer
@@ -24,9 +45,12 @@ const UNAUTHENTICATED_HINTS: Record<PublicAuthRefusal, string> = {
  * browser session cookie. A POST never authenticates by cookie alone, so the JSON API needs no
  * CSRF token; browser forms post to the web routes, which check one. 401 `unauthenticated`
  * otherwise (with `WWW-Authenticate: Bearer`), saying why in `details.reason` ({@link publicRefusal}:
- * missing, malformed, unknown, expired, revoked, session_ended). A bearer token that does not verify is logged with
+ * missing, malformed, unknown, unsigned, expired, revoked, session_ended). A bearer token that does not verify is logged with
  * the client address and counted against it ({@link AuthFailureLimiter}): an address over the
- * limit is answered 429 `too_many_auth_failures` with `Retry-After`, whatever it sends.
+ * limit is answered 429 `too_many_auth_failures` with `Retry-After`, whatever it sends. While the
+ * token revocation log cannot be read, a token (or session) that would otherwise authenticate is
+ * answered 503 `revocations_unavailable` with `Retry-After` ({@link revocationsUnavailable}), not
+ * counted as a failure.
  */
 @Injectable()
 export class ApiAuthGuard implements CanActivate {
@@ -47,6 +71,11 @@ export class ApiAuthGuard implements CanActivate {
     }
     const attempt = await this.auth.attempt(req, { allowSession: req.method === 'GET' || req.method === 'HEAD' });
     if (!attempt.ok) {
+      if (attempt.reason === 'revocations_unavailable') {
+        this.runtime.logger.warn('api authentication deferred: the token revocation log cannot be read', { address, path: req.path });
+        res.setHeader('Retry-After', String(REVOCATIONS_RETRY_AFTER_SEC));
+        throw revocationsUnavailable();
+      }
       if (attempt.presented) {
         const count = this.failures.fail(address);
         this.runtime.logger.warn('api authentication failed', { address, reason: attempt.reason, path: req.path, failures_this_minute: count });

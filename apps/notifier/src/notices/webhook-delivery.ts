@@ -14,7 +14,9 @@ import {
 } from '@baton/eventstore';
 import { RUNTIME, type ServiceConfig, type ServiceRuntime } from '@baton/platform';
 import { NOTIFIER_CONFIG, webhookBackoff, webhookRetryWindowMs, type NotifierConfig } from '../notifier.config';
-import { failureText, WebhookSender, type DeliveryFailure } from './webhook-sender';
+import type { WebhookNames } from './webhook-names';
+import { WebhookStatus } from './webhook-status';
+import { WebhookSender, type DeliveryFailure } from './webhook-sender';
 
 /** The notifier's durable consumer that delivers run notices to webhooks. */
 export const WEBHOOK_DURABLE = 'notifier_webhooks';
@@ -28,10 +30,22 @@ export const MESH_WEBHOOK_DURABLE = 'notifier_webhooks_mesh';
  */
 export const WEBHOOK_MAX_ACK_PENDING = 10_000;
 
-/** A delivery some webhook did not take: retried by the consumer, each failure with its reason. */
+/**
+ * A delivery some webhook did not take: retried by the consumer, each failure with its reason and
+ * the webhook's name (`<name> [<id>] (<reason>: <text>)`: the log lines and the dead letter's detail).
+ */
 export class WebhookDeliveryError extends TransientError {
-  constructor(readonly failures: readonly DeliveryFailure[]) {
-    super(`webhook delivery failed for ${failures.map(failureText).join(', ')}`);
+  /** Each failure with the webhook's name. */
+  readonly failures: ReadonlyArray<DeliveryFailure & { name: string }>;
+
+  constructor(
+    /** The notice that did not reach them. */
+    readonly notice: { project: string; notice_id: string },
+    failures: readonly DeliveryFailure[],
+    names: WebhookNames,
+  ) {
+    super(`webhook delivery failed for ${failures.map((f) => names.failureText(f)).join(', ')}`);
+    this.failures = failures.map((f) => names.named(f));
   }
 }
 
@@ -67,6 +81,7 @@ export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicatio
   constructor(
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime<ServiceConfig>,
     @Inject(NOTIFIER_CONFIG) private readonly config: NotifierConfig,
+    private readonly status: WebhookStatus,
   ) {}
 
   /** The sender (null when no webhook is configured). */
@@ -117,7 +132,13 @@ export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicatio
               ...(outcome.error instanceof WebhookDeliveryError ? { failures: outcome.error.failures } : {}),
             });
           // The services' one dead-letter line (docs/sre.md): source, reason, project, trace and the ids the notice names.
-          if (outcome.kind === 'dead_lettered')
+          if (outcome.kind === 'dead_lettered') {
+            // Counted per webhook and project for GET /v1/projects/:project/webhooks (never throws).
+            if (outcome.error instanceof WebhookDeliveryError)
+              void this.status.deadLettered(
+                outcome.error.notice,
+                outcome.error.failures.map((f) => f.target),
+              );
             logger.error('webhook delivery gave up (dead-lettered)', {
               ...deadLetterLogFields({
                 prefix,
@@ -132,6 +153,7 @@ export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicatio
               }),
               ...(outcome.error instanceof WebhookDeliveryError ? { failures: outcome.error.failures } : {}),
             });
+          }
         },
         onError: (error) => logger.error('webhook consumer pull failed', { durable, error: String(error) }),
         onConsumerLost: (event) =>
@@ -145,6 +167,8 @@ export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicatio
     );
     logger.info('webhook delivery started', {
       webhooks: targets.length,
+      // Each webhook as operators name it (`name`, or derived from its URL) beside its id.
+      webhook_names: this.status.names.namesOf(this.status.names.list().map((webhook) => webhook.id)),
       durables: NOTICE_SOURCES.map((source) => source.durable),
       max_attempts: this.config.NOTIFIER_WEBHOOK_MAX_ATTEMPTS,
       retry_window_ms: webhookRetryWindowMs(this.config),
@@ -158,6 +182,8 @@ export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicatio
     if (!decoded.ok || decoded.envelope.type !== noticeType) return;
     const notice = HumanActionNoticeSchema.parse((decoded.envelope.payload as { notice: unknown }).notice);
     const report = await (this.sender as WebhookSender).deliver(notice, msg.deliveryCount);
+    await this.status.record(notice, report);
+    const names = this.status.names;
     const log = {
       project: notice.project,
       notice_id: notice.notice_id,
@@ -165,11 +191,17 @@ export class WebhookDelivery implements OnApplicationBootstrap, BeforeApplicatio
       event_id: decoded.envelope.id,
       attempt: msg.deliveryCount,
     };
-    if (report.delivered.length > 0) this.runtime.logger.info('notice delivered to webhooks', { ...log, webhooks: report.delivered, skipped: report.skipped });
-    if (report.failed.length > 0) throw new WebhookDeliveryError(report.failed);
+    if (report.delivered.length > 0)
+      this.runtime.logger.info('notice delivered to webhooks', {
+        ...log,
+        webhooks: report.delivered,
+        skipped: report.skipped,
+        webhook_names: names.namesOf([...report.delivered, ...report.skipped]),
+      });
+    if (report.failed.length > 0) throw new WebhookDeliveryError(notice, report.failed, names);
     // Another sender is delivering it to these right now (an operator's redelivery): look again
     // later, and call them then only if that delivery did not take.
-    if (report.busy.length > 0) throw new TransientError(`webhook delivery under way elsewhere for ${report.busy.join(', ')}`);
+    if (report.busy.length > 0) throw new TransientError(`webhook delivery under way elsewhere for ${report.busy.map((id) => names.label(id)).join(', ')}`);
   }
 
   async beforeApplicationShutdown(): Promise<void> {

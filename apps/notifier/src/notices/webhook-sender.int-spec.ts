@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer as createTcpServer, type AddressInfo, type Server as TcpServer, type Socket } from 'node:net';
 import { HumanActionNoticeSchema, type HumanActionNotice } from '@baton/contracts';
-import { createRedis, type RedisHandle } from '@baton/projections';
+import { createRedis, projectRef, type RedisHandle } from '@baton/projections';
 import { failureOf, targetId, WebhookSender, type DeliveryFailure } from './webhook-sender';
 
 /*
@@ -119,6 +119,20 @@ describe('webhook failures: a reason code for each cause, with the text of what 
     // Not one says only what fetch says of them all.
     for (const failure of report.failed) expect(failure.error).not.toMatch(/^(TypeError: )?fetch failed$/);
   }, 20_000);
+
+  it("one sender per notice and webhook: while another holds the webhook's lease (`…:sending`) the webhook is busy and not called, and the holder's lease is left; released, the notice goes", async () => {
+    const own = { ...notice, notice_id: `nt-lease-${randomBytes(3).toString('hex')}` };
+    const target = { url: urls['ok']!, secret };
+    const sender = new WebhookSender({ targets: [target], redis: redis.client, prefix, timeoutMs: 500 });
+    const lease = `${prefix}:webhooks:delivered:${targetId(target)}:${projectRef(own.project, own.notice_id)}:sending`;
+    await redis.client.set(lease, 'another-sender', 'PX', 10_000);
+    expect(await sender.deliver(own, 1)).toEqual({ delivered: [], skipped: [], busy: [targetId(target)], failed: [] });
+    expect(await redis.client.get(lease)).toBe('another-sender');
+    await redis.client.del(lease);
+    expect(await sender.deliver(own, 2)).toEqual({ delivered: [targetId(target)], skipped: [], busy: [], failed: [] });
+    expect(await redis.client.exists(lease)).toBe(0);
+    expect(await sender.deliver(own, 3)).toEqual({ delivered: [], skipped: [targetId(target)], busy: [], failed: [] });
+  });
 
   it('the certificate codes and the undici codes a live test cannot provoke here read as their reason; an error without a code keeps its whole chain as text', () => {
     const fetchFailed = (code: string, message: string) => new TypeError('fetch failed', { cause: Object.assign(new Error(message), { code }) });

@@ -1,7 +1,7 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { HumanActionNotice } from '@baton/contracts';
-import { projectRef } from '@baton/projections';
+import { projectRef, RedisLock } from '@baton/projections';
 import { signWebhookPayload, WebhookHeaders } from '@baton/sdk';
 import type { WebhookTarget } from '../notifier.config';
 
@@ -51,9 +51,12 @@ export interface DeliveryReport {
   failed: DeliveryFailure[];
 }
 
-/** One failure as a log line or a letter's detail says it: `<webhook> (<reason>: <text>)`. */
-export function failureText(failure: DeliveryFailure): string {
-  return `${failure.target} (${failure.reason}: ${failure.error})`;
+/**
+ * One failure as a log line or a letter's detail says it: `<name> [<id>] (<reason>: <text>)`, or
+ * `<id> (<reason>: <text>)` without the webhook's name (`WebhookNames` in webhook-names.ts gives it).
+ */
+export function failureText(failure: DeliveryFailure, name?: string): string {
+  return `${name === undefined ? failure.target : `${name} [${failure.target}]`} (${failure.reason}: ${failure.error})`;
 }
 
 const REASON_OF_CAUSE = new Map<string, WebhookFailureReason>(
@@ -112,9 +115,6 @@ export function failureOf(error: unknown, timeoutMs: number): { reason: WebhookF
   return { reason: 'request_failed', error: oneLine(text) };
 }
 
-/** Deletes a webhook's in-flight lock only when this sender still holds it (its token). */
-const RELEASE_LOCK = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
-
 /** A webhook's stable id: a hash of its URL (never the secret); it keys the dedupe records. */
 export function targetId(target: Pick<WebhookTarget, 'url'>): string {
   return createHash('sha256').update(target.url).digest('hex').slice(0, 16);
@@ -164,15 +164,15 @@ export class WebhookSender {
 
   /**
    * Deliver `notice` to each of its webhooks not yet delivered; never throws for a failing webhook.
-   * A webhook is called by one sender at a time for one notice: each call holds a lock in Redis
-   * (`…:sending`, expiring a few seconds past the timeout), and a sender that finds it held reports
-   * the webhook `busy` instead of calling it too — two notifiers, or the consumer and an operator's
-   * redelivery, never send one notice to one webhook twice at once.
+   * A webhook is called by one sender at a time for one notice: each call holds a lease in Redis
+   * (`…:sending`, a {@link RedisLock} of a few seconds past the timeout, renewed while the call runs
+   * and released only by its holder), and a sender that finds it held reports the webhook `busy`
+   * instead of calling it too — two notifiers, or the consumer and an operator's redelivery, never
+   * send one notice to one webhook twice at once.
    */
   async deliver(notice: HumanActionNotice, attempt: number): Promise<DeliveryReport> {
     const report: DeliveryReport = { delivered: [], skipped: [], busy: [], failed: [] };
     const body = JSON.stringify(notice);
-    const token = `${process.pid}:${randomUUID()}`;
     await Promise.all(
       this.targetsFor(notice.project).map(async (target) => {
         const id = targetId(target);
@@ -181,21 +181,16 @@ export class WebhookSender {
           report.skipped.push(id);
           return;
         }
-        const lock = `${key}:sending`;
-        if ((await this.options.redis.set(lock, token, 'PX', this.options.timeoutMs + 5_000, 'NX')) === null) {
-          report.busy.push(id);
-          return;
-        }
-        try {
+        const lock = new RedisLock(this.options.redis, `${key}:sending`, { ttlMs: this.options.timeoutMs + 5_000 });
+        const attempted = await lock.tryRun(async () => {
           // Delivered by the sender that held the lock just before: nothing to send.
           if ((await this.options.redis.exists(key)) === 1) {
             report.skipped.push(id);
             return;
           }
           await this.send(target, notice, body, attempt, key, report);
-        } finally {
-          await this.options.redis.eval(RELEASE_LOCK, 1, lock, token).catch(() => undefined);
-        }
+        });
+        if (!attempted.acquired) report.busy.push(id);
       }),
     );
     return report;

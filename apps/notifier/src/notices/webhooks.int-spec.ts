@@ -69,7 +69,7 @@ describe('human action notices to webhooks: signed, retried with backoff, dedupl
         { url: `${url}/beta`, secret: secrets.beta, projects: ['beta'] },
         { url: `${url}/down`, secret: secrets.down, projects: ['gamma'] },
         { url: `${url}/repaired`, secret: secrets.repaired, projects: ['zeta'] },
-        { url: refusedUrl, secret: secrets.refused, projects: ['zeta'] },
+        { url: refusedUrl, secret: secrets.refused, projects: ['zeta'], name: 'zeta-pager' },
       ]),
       NOTIFIER_WEBHOOK_BACKOFF_MS: '100',
       NOTIFIER_WEBHOOK_MAX_ATTEMPTS: '4',
@@ -322,10 +322,11 @@ describe('human action notices to webhooks: signed, retried with backoff, dedupl
       }
       expect(letters).toHaveLength(1);
       const noticeId = String(received.find((r) => r.hook === 'repaired')!.headers['baton-notice-id']);
-      // The dead letter's detail: each webhook that failed, its reason and what happened.
+      // The dead letter's detail: each webhook that failed by name and id (its configured name, or
+      // host and path of its URL), its reason and what happened.
       expect(letters[0]!.reason).toBe('max_deliveries');
-      expect(letters[0]!.detail).toContain(`${refusedId} (connection_refused: connect ECONNREFUSED 127.0.0.1:${new URL(refusedUrl).port})`);
-      expect(letters[0]!.detail).toContain(`${repairedId} (http_status: HTTP 503)`);
+      expect(letters[0]!.detail).toContain(`zeta-pager [${refusedId}] (connection_refused: connect ECONNREFUSED 127.0.0.1:${new URL(refusedUrl).port})`);
+      expect(letters[0]!.detail).toContain(`${new URL(url).host}/repaired [${repairedId}] (http_status: HTTP 503)`);
       expect(letters[0]!.detail).not.toContain('fetch failed');
       // It names the notice a webhook never took: what `baton notice redeliver` takes.
       expect(letters[0]!.notice).toEqual({ project: 'zeta', noticeId });
@@ -335,11 +336,11 @@ describe('human action notices to webhooks: signed, retried with backoff, dedupl
       );
       expect(retries.length).toBe(3);
       for (const [, fields] of retries) {
-        expect(String((fields as { error: string }).error)).toContain('connection_refused: connect ECONNREFUSED');
+        expect(String((fields as { error: string }).error)).toContain(`zeta-pager [${refusedId}] (connection_refused: connect ECONNREFUSED`);
         expect((fields as { failures: unknown[] }).failures).toEqual(
           expect.arrayContaining([
-            { target: refusedId, reason: 'connection_refused', error: expect.stringContaining('ECONNREFUSED') },
-            { target: repairedId, reason: 'http_status', error: 'HTTP 503', status: 503 },
+            { target: refusedId, name: 'zeta-pager', reason: 'connection_refused', error: expect.stringContaining('ECONNREFUSED') },
+            { target: repairedId, name: `${new URL(url).host}/repaired`, reason: 'http_status', error: 'HTTP 503', status: 503 },
           ]),
         );
       }
@@ -365,13 +366,20 @@ describe('human action notices to webhooks: signed, retried with backoff, dedupl
     const partial = await post();
     expect(partial.status).toBe(502);
     expect(partial.body.error.code).toBe('webhook_partially_delivered');
+    const host = new URL(url).host;
     expect(partial.body.error.details).toEqual({
       delivered: [repairedId],
       skipped: [steadyId],
       busy: [],
-      failed: [{ target: refusedId, reason: 'connection_refused', error: expect.stringMatching(/^connect ECONNREFUSED 127\.0\.0\.1:\d+$/) }],
+      failed: [
+        { target: refusedId, name: 'zeta-pager', reason: 'connection_refused', error: expect.stringMatching(/^connect ECONNREFUSED 127\.0\.0\.1:\d+$/) },
+      ],
+      // Each webhook the reply names, by id: its configured name, or host and path of its URL.
+      webhook_names: { [repairedId]: `${host}/repaired`, [steadyId]: `${host}/steady`, [refusedId]: 'zeta-pager' },
     });
-    expect(partial.body.error.message).toContain(`reached ${repairedId} now, but not ${refusedId} (connection_refused: connect ECONNREFUSED`);
+    expect(partial.body.error.message).toContain(
+      `reached ${host}/repaired [${repairedId}] now, but not zeta-pager [${refusedId}] (connection_refused: connect ECONNREFUSED`,
+    );
     // The repaired receiver did get it, signed.
     const got = received.filter((r) => r.hook === 'repaired' && r.status === 200);
     expect(got.map((r) => r.headers['baton-notice-id'])).toEqual([noticeId]);
@@ -387,6 +395,111 @@ describe('human action notices to webhooks: signed, retried with backoff, dedupl
       failed: [{ target: refusedId, reason: 'connection_refused' }],
     });
     expect(received.filter((r) => r.hook === 'repaired' && r.status === 200)).toHaveLength(1);
+  });
+
+  it("GET /v1/projects/:project/webhooks says, per webhook serving the project (by id and name), its last success, its last failure with the reason, since when it fails and its dead-lettered notices; the project's own deliveries only, to the project's tokens", async () => {
+    const host = new URL(url).host;
+    const refusedId = targetId({ url: refusedUrl });
+    const repairedId = targetId({ url: `${url}/repaired` });
+    const steadyId = targetId({ url: `${url}/steady` });
+    const get = async (path: string, token: string) => {
+      const response = await fetch(`${fx.base}${path}`, { headers: { authorization: `Bearer ${token}` } });
+      return { status: response.status, body: (await response.json()) as Record<string, unknown> & { webhooks: Array<Record<string, unknown>> } };
+    };
+    const viewer = await fx.token('zeta-viewer', 'viewer', ['zeta']);
+    // The dead letter is counted as its line is logged: wait for it.
+    let zeta = await get('/v1/projects/zeta/webhooks', viewer);
+    for (let i = 0; i < 50 && zeta.body.webhooks.some((w) => w['id'] !== steadyId && w['dead_lettered'] === 0); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      zeta = await get('/v1/projects/zeta/webhooks', viewer);
+    }
+    expect(zeta.status).toBe(200);
+    const at = expect.stringMatching(/^\d{4}-\d\d-\d\dT/);
+    // In configuration order: steady (every project), repaired and the refusing one (zeta's).
+    expect(zeta.body).toEqual({
+      project: 'zeta',
+      webhooks: [
+        {
+          id: steadyId,
+          name: `${host}/steady`,
+          state: 'ok',
+          last_success: { at, notice_id: expect.stringContaining('wr-refused') },
+          last_failure: null,
+          failing_since: null,
+          dead_lettered: 0,
+          last_dead_lettered: null,
+        },
+        {
+          // Refused 503 until the redelivery reached it: ok now, its failure and its dead letter kept.
+          id: repairedId,
+          name: `${host}/repaired`,
+          state: 'ok',
+          last_success: { at, notice_id: expect.stringContaining('wr-refused') },
+          last_failure: { at, notice_id: expect.stringContaining('wr-refused'), reason: 'http_status', error: 'HTTP 503', status: 503 },
+          failing_since: null,
+          dead_lettered: 1,
+          last_dead_lettered: { at, notice_id: expect.stringContaining('wr-refused') },
+        },
+        {
+          id: refusedId,
+          name: 'zeta-pager',
+          state: 'failing',
+          last_success: null,
+          last_failure: { at, notice_id: expect.stringContaining('wr-refused'), reason: 'connection_refused', error: expect.stringContaining('ECONNREFUSED') },
+          failing_since: at,
+          dead_lettered: 1,
+          last_dead_lettered: { at, notice_id: expect.stringContaining('wr-refused') },
+        },
+      ],
+    });
+    const refused = zeta.body.webhooks[2]!;
+    // Failing since its first failure, before its last one (four consumer deliveries, two redeliveries).
+    expect(Date.parse(String(refused['failing_since']))).toBeLessThan(Date.parse(String((refused['last_failure'] as { at: string }).at)));
+
+    // The steady webhook serves project alpha too: alpha's status is alpha's own (no zeta notice, no failure of zeta's).
+    const alpha = await get('/v1/projects/alpha/webhooks', await fx.token('alpha-viewer', 'viewer', ['alpha']));
+    expect(alpha.body.webhooks.map((w) => [w['name'], w['state'], (w['last_success'] as { notice_id: string } | null)?.notice_id])).toEqual([
+      [`${host}/flaky`, 'ok', 'nt-x-stop-hook'],
+      [`${host}/steady`, 'ok', 'nt-x-stop-hook'],
+    ]);
+    // The flaky one failed twice, then took it: its last failure stays, it is not failing.
+    expect(alpha.body.webhooks[0]).toMatchObject({ failing_since: null, last_failure: { reason: 'http_status', status: 500 }, dead_lettered: 0 });
+    // Another project's token: 404, as for a record that does not exist; a query parameter: 400.
+    expect(await get('/v1/projects/zeta/webhooks', await fx.token('alpha-only', 'operator', ['alpha']))).toMatchObject({
+      status: 404,
+      body: { error: { code: 'not_found' } },
+    });
+    expect((await get('/v1/projects/zeta/webhooks?state=failing', viewer)).body).toMatchObject({ error: { code: 'schema_violation' } });
+    // A project no webhook serves but the all-projects one.
+    expect((await get('/v1/projects/nobody/webhooks', await fx.token('admin-hooks', 'admin', '*'))).body.webhooks.map((w) => [w['id'], w['state']])).toEqual([
+      [steadyId, 'unknown'],
+    ]);
+  });
+
+  it('the web inbox shows the webhooks failing for the session`s projects, by name and id, with the reason; a session of other projects sees none', async () => {
+    const refusedId = targetId({ url: refusedUrl });
+    const inboxOf = async (token: string) => {
+      const login = await fetch(`${fx.base}/login`);
+      const csrf = /name="_csrf" value="([^"]+)"/.exec(await login.text())![1]!;
+      const loginCookie = login.headers.get('set-cookie')!.split(';')[0]!;
+      const signed = await fetch(`${fx.base}/login`, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: loginCookie },
+        body: new URLSearchParams({ _csrf: csrf, token, next: '/inbox' }).toString(),
+      });
+      const cookie = signed.headers
+        .getSetCookie()
+        .find((c) => c.startsWith('baton_session='))!
+        .split(';')[0]!;
+      return (await fetch(`${fx.base}/inbox`, { headers: { cookie } })).text();
+    };
+    const zeta = await inboxOf(await fx.token('zeta-console', 'viewer', ['zeta']));
+    const section = /<section class="banner error webhooks"[\s\S]*?<\/section>/.exec(zeta)?.[0] ?? '';
+    expect([...section.matchAll(/data-webhook-id="([0-9a-f]+)" data-project="([a-z]+)"/g)].map((m) => [m[1], m[2]])).toEqual([[refusedId, 'zeta']]);
+    expect(section).toContain(`<strong>zeta-pager</strong> <span class="muted">[${refusedId}]</span> · project zeta · failing since`);
+    expect(section).toMatch(/last: <code>connection_refused<\/code> connect ECONNREFUSED 127\.0\.0\.1:\d+ · 1 dead-lettered/);
+    expect(await inboxOf(await fx.token('alpha-console', 'viewer', ['alpha']))).not.toContain('data-testid="failing-webhooks"');
   });
 
   it('the webhook consumers let a whole retry window of notices wait at once (max_ack_pending): a receiver down for the hour does not stop the notices behind them at 256', async () => {

@@ -16,6 +16,7 @@ import {
   jetStreamReplaySource,
   ProjectionGapError,
   ProjectionLostError,
+  RedisFullError,
   type BatonProjector,
   type EventRange,
   type RedisLock,
@@ -26,6 +27,13 @@ import { carriesNotice } from './notice-publisher';
 
 /** Delay before a message that waits behind a failing earlier event is offered again, ms. */
 export const WAIT_BEHIND_MS = 1000;
+
+/**
+ * Delay before the messages of a batch Redis refused for being full (maxmemory) are offered again,
+ * ms: every one waits, none uses up a failure, and the applier catches up within this once Redis
+ * has room.
+ */
+export const REDIS_FULL_WAIT_MS = 2000;
 
 /** Delays before an own event that failed is offered again, by the number of its failures here (the last repeats). */
 const RETRY_FAILED_MS = [1000, 5000, 15000, 30000];
@@ -65,6 +73,12 @@ export interface BatchApplierOptions {
    * Redis lost its data): the range waits, nothing is written; the caller starts the rebuild.
    */
   onLost?: (error: ProjectionLostError) => void;
+  /**
+   * Told of every write Redis refused for being full ({@link RedisFullError}: `refused`, with the
+   * range), and of every batch applied whole since (`wrote`): the notifier's `RedisFullWatch`,
+   * which says the condition once and counts it. Without it nothing is said of a full Redis.
+   */
+  redisFull?: { refused(what: string, error: unknown): boolean; wrote(): void };
   logger: JsonLogger;
 }
 
@@ -101,6 +115,12 @@ type Decoded = { msg: ConsumedMessage; event: SequencedEvent | null; error: unkn
  * sequence committed as a no-op) and dead-lettered `projection_failed`, only once the skip is
  * committed; messages behind it wait ({@link WAIT_BEHIND_MS}).
  *
+ * A full Redis (maxmemory reached under `noeviction`: every write refused, {@link RedisFullError})
+ * says nothing about the events: the messages from the first one not applied on wait
+ * ({@link REDIS_FULL_WAIT_MS}), none uses up a failure or is ever skipped, and nothing is logged per
+ * event or per batch — `redisFull` is told, which says it once. The events before the refused one
+ * are applied and acknowledged (a large write may be refused while small ones still fit).
+ *
  * Lost projections: a projection with no active generation while the events before the batch have
  * been applied (Redis lost its data) is never folded from the stream's start here — that would
  * publish every notice in history again. Every message waits ({@link WAIT_BEHIND_MS}, no delivery
@@ -117,12 +137,15 @@ export class ProjectionBatchApplier {
   private readonly failures = new LruCache<number, number>(MAX_TRACKED_FAILURES);
   /** A lost projection was reported and no range has been applied since (logged once per loss). */
   private lost = false;
+  /** Some projection committed events during the batch being handled (a write Redis took). */
+  private wrote = false;
 
   constructor(private readonly opts: BatchApplierOptions) {
     this.reader = streamReader(opts.nats, opts.stream);
   }
 
   async handle(msgs: ConsumedMessage[]): Promise<Map<ConsumedMessage, BatchVerdict>> {
+    this.wrote = false;
     const verdicts = new Map<ConsumedMessage, BatchVerdict>();
     const own = new Map<number, Decoded>();
     for (const msg of msgs) {
@@ -159,6 +182,7 @@ export class ProjectionBatchApplier {
       }
     }
     for (const seq of own.keys()) this.failures.delete(seq);
+    if (this.wrote) this.opts.redisFull?.wrote();
     this.applied(own.values());
     return verdicts;
   }
@@ -189,6 +213,7 @@ export class ProjectionBatchApplier {
       });
     const results = withNotice && this.opts.applyLock ? await this.opts.applyLock.run(applyRange) : await applyRange();
     this.lost = false;
+    if (Object.values(results).some((result) => result.status === 'applied')) this.wrote = true;
     const notices = results['notices'];
     if (notices) this.opts.onNoticesAt?.(notices.lastSeq);
   }
@@ -211,13 +236,17 @@ export class ProjectionBatchApplier {
     verdicts: Map<ConsumedMessage, BatchVerdict>,
     error: unknown,
   ): Promise<Map<ConsumedMessage, BatchVerdict>> {
-    const waitAll = (from: number) => {
-      for (const [seq, decoded] of own) if (seq >= from && !verdicts.has(decoded.msg)) verdicts.set(decoded.msg, { kind: 'later', delayMs: WAIT_BEHIND_MS });
+    const waitAll = (from: number, delayMs = WAIT_BEHIND_MS) => {
+      for (const [seq, decoded] of own) if (seq >= from && !verdicts.has(decoded.msg)) verdicts.set(decoded.msg, { kind: 'later', delayMs });
     };
     if (error instanceof ProjectionLostError) {
       // Nothing was written: everything waits for the rebuild, using up no delivery.
       this.reportLost(error);
       waitAll(0);
+      return verdicts;
+    }
+    if (range === null && this.full(`projections from #${Math.min(...own.keys())}`, error)) {
+      waitAll(0, REDIS_FULL_WAIT_MS);
       return verdicts;
     }
     if (range === null || error instanceof ProjectionGapError) {
@@ -227,7 +256,10 @@ export class ProjectionBatchApplier {
       waitAll(0);
       return verdicts;
     }
+    // Redis refused the range for being full: counted once here; the steps find where it stops.
+    const full = this.full(`projections #${range.fromSeq}..#${range.toSeq}`, error);
     let next = range.fromSeq;
+    let stopped = false;
     const bySeq = new Map(range.events.map((event) => [event.seq, event]));
     const steps: Array<{ seq: number; event: SequencedEvent | null }> = [];
     for (let seq = range.fromSeq; seq <= range.toSeq; seq++) steps.push({ seq, event: bySeq.get(seq) ?? null });
@@ -238,10 +270,22 @@ export class ProjectionBatchApplier {
         next = step.seq + 1;
         continue;
       } catch (stepError) {
+        stopped = true;
         if (stepError instanceof ProjectionLostError) {
           // Redis lost its data between two steps: what is left waits for the rebuild.
           this.reportLost(stepError);
           waitAll(step.seq);
+          break;
+        }
+        if (this.full(`projections #${step.seq}`, stepError)) {
+          // Not the event's failure: it and everything after it wait, counting nothing, logging nothing.
+          waitAll(step.seq, REDIS_FULL_WAIT_MS);
+          break;
+        }
+        if (stepError instanceof ProjectionGapError) {
+          // The range failed before its gap was seen (a full Redis refused the apply lock first):
+          // the events before it are not applied yet, and these wait for them — not their failure.
+          waitAll(step.seq, full ? REDIS_FULL_WAIT_MS : WAIT_BEHIND_MS);
           break;
         }
         const failing = own.get(step.seq);
@@ -271,7 +315,8 @@ export class ProjectionBatchApplier {
         // Out of deliveries: skip it (a no-op at its sequence), then dead-letter it and go on.
         try {
           await this.apply({ fromSeq: step.seq, toSeq: step.seq, events: [] });
-        } catch {
+        } catch (skipError) {
+          this.full(`projections #${step.seq}`, skipError);
           if (!verdicts.has(failing.msg)) verdicts.set(failing.msg, { kind: 'later', delayMs: WAIT_BEHIND_MS });
           waitAll(step.seq + 1);
           break;
@@ -282,11 +327,21 @@ export class ProjectionBatchApplier {
           kind: 'failed',
           error: new PoisonError(`the projections could not apply it ${failures} times: ${String(stepError)}`, 'projection_failed', { cause: stepError }),
         });
+        stopped = false;
         next = step.seq + 1;
       }
     }
+    // Every step went through, writing: a full Redis that refused the range has room again.
+    if (!stopped && this.wrote) this.opts.redisFull?.wrote();
     this.applied([...own.values()].filter((decoded) => !verdicts.has(decoded.msg)));
     return verdicts;
+  }
+
+  /** Whether `error` is Redis refusing a write for being full; if so `redisFull` is told (it says so, once). */
+  private full(what: string, error: unknown): boolean {
+    if (RedisFullError.of(error) === null) return false;
+    this.opts.redisFull?.refused(what, error);
+    return true;
   }
 
   /** The range `fromSeq..toSeq`: own decodable events plus the stream's events for sequences not delivered here. */

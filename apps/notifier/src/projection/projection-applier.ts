@@ -11,7 +11,7 @@ import {
   type EnsureCurrentOptions,
   type ReplaySource,
 } from '@baton/projections';
-import { RUNTIME, type ServiceConfig, type ServiceRuntime } from '@baton/platform';
+import { RedisFullWatch, RUNTIME, type ServiceConfig, type ServiceRuntime } from '@baton/platform';
 import { NOTIFIER_CONFIG, type NotifierConfig } from '../notifier.config';
 import { AppliedEvents } from './applied-events';
 import { ProjectionBatchApplier } from './batch-applier';
@@ -45,6 +45,13 @@ export const applyLockKey = (prefix: string) => `${prefix}:notifier:apply-lock`;
  * that does not decode is dead-lettered and its sequence applied as a no-op (the rebuild skips it
  * the same way). A failing apply is retried with the runner's backoff; an event the projections
  * still cannot apply after BATON_MAX_DELIVER deliveries is skipped and dead-lettered.
+ *
+ * A full Redis (maxmemory under `noeviction`: every write refused) is not an event's failure: the
+ * events wait, none is acknowledged, skipped or dead-lettered, and the applier catches up by itself
+ * once Redis has room. It is said once ({@link RedisFullWatch}: a warn, then a summary at most
+ * once a minute, an info when writes go through again), counted (`baton_redis_full`,
+ * `baton_redis_full_refused_total`) and shown on `/health/ready` (`details.redis`) and
+ * `GET /v1/projections` (docs/sre.md, What fills Redis).
  *
  * Self-healing: every NOTIFIER_PROJECTION_CHECK_MS the same check as at start runs again, so a
  * projection Redis lost (FLUSHALL, a replaced or failed-over Redis without its data) is noticed —
@@ -85,6 +92,7 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
     @Inject(BATON_PROJECTOR) private readonly projector: BatonProjector,
     private readonly notices: NoticePublisher,
     private readonly applied: AppliedEvents,
+    private readonly redisFull: RedisFullWatch,
   ) {}
 
   onApplicationBootstrap(): Promise<void> {
@@ -125,6 +133,8 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
       onNoticesAt: (seq) => (this.noticesThrough = Math.max(this.noticesThrough, seq)),
       // Found by the live applier first: rebuild now, not at the next tick.
       onLost: () => this.check(),
+      // Said once, counted, on readiness: not a line per event or batch.
+      redisFull: this.redisFull,
       onApplied: (event) => {
         const failed = this.applied.publish(event);
         if (failed > 0) logger.warn('an applied-event listener threw', { seq: event.seq, event_id: event.id, listeners: failed });
@@ -156,12 +166,15 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
       pullExpiresMs: 1000,
       handleBatch: (msgs) => batches.handle(msgs),
       onOutcome: (outcome) => {
-        if (outcome.kind !== 'acked')
-          logger.warn(`projection event ${outcome.kind}`, {
-            seq: outcome.msg.seq,
-            subject: outcome.msg.subject,
-            error: String('error' in outcome ? outcome.error : ''),
-          });
+        if (outcome.kind === 'acked') return;
+        // A message offered again later waits behind what the batch applier found and said once
+        // (a failing event, a lost projection, a full Redis): a line per waiting message would be
+        // hundreds a second. Anything else (a dead letter) is worth a line of its own.
+        (outcome.kind === 'retry' ? logger.debug : logger.warn).call(logger, `projection event ${outcome.kind}`, {
+          seq: outcome.msg.seq,
+          subject: outcome.msg.subject,
+          error: String('error' in outcome ? outcome.error : ''),
+        });
       },
       onError: (error) => logger.error('projection consumer pull failed', { error: String(error) }),
       // Deleted or lost at runtime: re-created after its ack floor (the runner does it; logged here).
@@ -223,7 +236,9 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
       );
       let logged = 0;
       const options: EnsureCurrentOptions = {
-        by: config.BATON_INSTANCE ?? 'notifier',
+        // This process's name (BATON_INSTANCE, else `notifier-<host>-<pid>`): two notifiers rebuilding
+        // at once are told apart in `GET /v1/projections` and readiness, each reporting its own.
+        by: this.runtime.instance,
         signal: this.shutdown.signal,
         // Half the CLI's chunk and caches: the rebuild fits the service's small heap
         // (--max-old-space-size=96 in deployment) next to everything else the notifier keeps.
@@ -275,6 +290,8 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
       // At start the notifier must not serve half-built projections: fail the start. Later, the
       // next check tries again.
       if (when === 'at start') throw error;
+      // A rebuild a full Redis refused: said once with the applier's refusals, not at every check.
+      if (this.redisFull.refused('projections rebuild', error)) return;
       logger.error('projection check failed; retrying at the next check', error instanceof Error ? error : { error: String(error) });
     }
   }
@@ -288,5 +305,7 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
     await this.started?.catch(() => undefined);
     await this.runner?.stop();
     this.runner = null;
+    // What no line has counted yet is summed up once.
+    this.redisFull.stop();
   }
 }

@@ -1,7 +1,7 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
 import { batonStreamNames } from '@baton/eventstore';
 import type { BatonProjector, RebuildInfo } from '@baton/projections';
-import { RUNTIME, type ReadinessDetails, type ServiceRuntime } from '@baton/platform';
+import { RedisFullWatch, RUNTIME, type ReadinessDetails, type RedisFullStatus, type ServiceRuntime } from '@baton/platform';
 import { BATON_PROJECTOR } from './tokens';
 
 /** A rebuild as the API shows it: who runs it, how far it is, how fast, how long it has left. */
@@ -39,12 +39,23 @@ export interface ProjectionView {
   needs_rebuild: boolean;
   /** Stream events it has not applied yet (null when the stream could not be read). */
   behind_by: number | null;
+  /**
+   * Why it is behind, when the notifier knows: `redis_full` while Redis refuses the projections'
+   * writes (maxmemory reached): its events wait until Redis has room. Null when it is not behind,
+   * or nothing holds it back but time.
+   */
+  behind_reason: BehindReason | null;
   rebuilding: boolean;
   rebuilds: RebuildView[];
 }
 
+/** Why a projection is behind the stream ({@link ProjectionView.behind_reason}). */
+export type BehindReason = 'redis_full';
+
 export interface ProjectionsReport {
   stream: { name: string; last_seq: number; messages: number } | null;
+  /** Whether Redis refuses the projections' writes for being full, since when, how many (as `/health/ready`'s `details.redis`). */
+  redis: RedisFullStatus;
   /** Whether any projection is being rebuilt (a live rebuild, not a stale one or a comparison). */
   rebuilding: boolean;
   projections: ProjectionView[];
@@ -60,8 +71,9 @@ export interface ProjectionsReport {
 export interface ScopedProjectionsReport {
   counters: 'hidden';
   rebuilding: boolean;
+  redis: RedisFullStatus;
   projections: Array<
-    Pick<ProjectionView, 'name' | 'version' | 'active_generation' | 'stored_version' | 'needs_rebuild' | 'rebuilding'> & {
+    Pick<ProjectionView, 'name' | 'version' | 'active_generation' | 'stored_version' | 'needs_rebuild' | 'behind_reason' | 'rebuilding'> & {
       behind: boolean | null;
       rebuilds: Array<Pick<RebuildView, 'generation' | 'kind' | 'by' | 'started_at' | 'updated_at' | 'phase' | 'percent' | 'eta_seconds' | 'stale'>>;
     }
@@ -73,6 +85,7 @@ export function scopedProjectionsReport(report: ProjectionsReport): ScopedProjec
   return {
     counters: 'hidden',
     rebuilding: report.rebuilding,
+    redis: report.redis,
     projections: report.projections.map((p) => ({
       name: p.name,
       version: p.version,
@@ -80,6 +93,7 @@ export function scopedProjectionsReport(report: ProjectionsReport): ScopedProjec
       stored_version: p.stored_version,
       needs_rebuild: p.needs_rebuild,
       behind: p.behind_by === null ? null : p.behind_by > 0,
+      behind_reason: p.behind_reason,
       rebuilding: p.rebuilding,
       rebuilds: p.rebuilds.map((r) => ({
         generation: r.generation,
@@ -133,6 +147,7 @@ export class ProjectionStatus {
   constructor(
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
     @Inject(BATON_PROJECTOR) private readonly projector: BatonProjector,
+    @Optional() private readonly redisFull?: RedisFullWatch,
   ) {}
 
   async report(): Promise<ProjectionsReport> {
@@ -145,9 +160,11 @@ export class ProjectionStatus {
         () => null,
       ),
     ]);
+    const redis = this.redisFull?.status() ?? { full: false, since: null, refused: 0 };
     const projections = statuses.map((status): ProjectionView => {
       const mine = rebuilds.filter((r) => r.projection === status.projection).map(rebuildView);
       const version = this.projector.projections.find((p) => p.name === status.projection)?.version ?? 0;
+      const behindBy = stream === null ? null : Math.max(0, stream.last_seq - status.lastSeq);
       return {
         name: status.projection,
         version,
@@ -155,34 +172,78 @@ export class ProjectionStatus {
         last_seq: status.lastSeq,
         stored_version: status.storedVersion,
         needs_rebuild: status.needsRebuild,
-        behind_by: stream === null ? null : Math.max(0, stream.last_seq - status.lastSeq),
+        behind_by: behindBy,
+        // Its events wait for room in Redis (those it had applied stay readable).
+        behind_reason: redis.full && behindBy !== 0 ? 'redis_full' : null,
         rebuilding: mine.some((r) => r.kind === 'rebuild' && !r.stale),
         rebuilds: mine,
       };
     });
-    return { stream, rebuilding: projections.some((p) => p.rebuilding), projections };
+    return { stream, rebuilding: projections.some((p) => p.rebuilding), redis, projections };
   }
 
   /**
    * The readiness details: compact (one line per projection); never fails readiness itself.
    * Readiness answers without a token, so it carries no counter of the events stream every project
    * shares (the same cut as {@link scopedProjectionsReport}); `GET /v1/projections` has them.
+   * Each projection's running rebuild is {@link reportedRebuild}'s: one generation, named, whose
+   * figure only grows, and whose instance is said.
    */
-  async readiness(): Promise<Record<string, unknown>> {
+  async readiness(): Promise<ProjectionsReadiness> {
     const report = scopedProjectionsReport(await this.report());
     return {
       rebuilding: report.rebuilding,
       projections: Object.fromEntries(
-        report.projections.map((p) => {
-          const running = p.rebuilds.find((r) => r.kind === 'rebuild' && !r.stale);
-          return [p.name, { behind: p.behind, rebuilding: running ? { percent: running.percent, eta_seconds: running.eta_seconds, by: running.by } : null }];
-        }),
+        report.projections.map((p) => [p.name, { behind: p.behind, rebuilding: reportedRebuild(p.rebuilds, this.runtime.instance) }]),
       ),
     };
   }
 }
 
-/** The notifier's readiness details: `projections` (rebuilds and their progress) in `/health/ready`. */
-export function projectionReadiness(status: ProjectionStatus): ReadinessDetails[] {
-  return [{ name: 'projections', details: () => status.readiness() }];
+/** A projection's running rebuild as readiness shows it. */
+export interface ReadinessRebuild {
+  /** The generation being built: the figures are that rebuild's, whichever instance reads them. */
+  generation: number;
+  /** The instance that runs it (a notifier's `BATON_INSTANCE`, `<service>-<host>-<pid>` by default; `baton replay`…). */
+  by: string;
+  /** Whether the instance answering runs it. */
+  this_instance: boolean;
+  percent: number | null;
+  eta_seconds: number | null;
+}
+
+/** The notifier's readiness details (`details.projections` of `/health/ready`). */
+export interface ProjectionsReadiness {
+  rebuilding: boolean;
+  projections: Record<string, { behind: boolean | null; rebuilding: ReadinessRebuild | null }>;
+}
+
+/**
+ * The one rebuild readiness reports for a projection, among those running on it (stale ones and
+ * comparisons left out): this instance's own, else the oldest another instance runs — the lowest
+ * generation, which a rebuild started later (a higher one) never displaces. So every instance
+ * reports one rebuild until it ends, never alternates between two: each rebuild's figure grows
+ * from its own progress entry (`events` over the stream's count when it began), and two notifiers
+ * rebuilding at once each report their own, named by generation and instance. Pure.
+ */
+export function reportedRebuild(
+  rebuilds: ReadonlyArray<Pick<RebuildView, 'generation' | 'kind' | 'by' | 'stale' | 'percent' | 'eta_seconds'>>,
+  instance: string,
+): ReadinessRebuild | null {
+  const running = rebuilds.filter((r) => r.kind === 'rebuild' && !r.stale).sort((a, b) => a.generation - b.generation);
+  const chosen = running.find((r) => r.by === instance) ?? running[0];
+  if (chosen === undefined) return null;
+  return { generation: chosen.generation, by: chosen.by, this_instance: chosen.by === instance, percent: chosen.percent, eta_seconds: chosen.eta_seconds };
+}
+
+/**
+ * The notifier's readiness details in `/health/ready`: `projections` (rebuilds and their progress)
+ * and `redis` (whether Redis refuses the projections' writes for being full: never a failed check,
+ * docs/sre.md, Health).
+ */
+export function projectionReadiness(status: ProjectionStatus, redisFull: RedisFullWatch): ReadinessDetails[] {
+  return [
+    { name: 'projections', details: () => status.readiness() },
+    { name: 'redis', details: () => Promise.resolve(redisFull.status()) },
+  ];
 }

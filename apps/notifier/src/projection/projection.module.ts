@@ -1,7 +1,7 @@
 import { Global, Module } from '@nestjs/common';
 import { Principals } from '@baton/contracts';
 import { createBatonProjector, createBatonViews, createProjectionStore, type ProjectionStore } from '@baton/projections';
-import { READINESS_DETAILS, RUNTIME, type ServiceRuntime } from '@baton/platform';
+import { METRICS, READINESS_DETAILS, RedisFullWatch, RUNTIME, type BatonMetrics, type ServiceRuntime } from '@baton/platform';
 import { LedgerClient } from '@baton/eventstore';
 import { AppliedEvents } from './applied-events';
 import { NoticePublisher } from './notice-publisher';
@@ -11,7 +11,7 @@ import { BATON_PROJECTOR, BATON_VIEWS, LEDGER_CLIENT, PROJECTION_STORE, projecti
 
 /**
  * The projection store on the runtime's Redis, the projector and its applier, the read side, the
- * ledger client, the projections' status (rebuilds and their progress). Global, so that the
+ * ledger client, the projections' status (rebuilds and their progress), the watch of a full Redis. Global, so that the
  * platform's `/health/ready` finds the readiness details it provides.
  */
 @Global()
@@ -34,12 +34,22 @@ import { BATON_PROJECTOR, BATON_VIEWS, LEDGER_CLIENT, PROJECTION_STORE, projecti
       useFactory: (runtime: ServiceRuntime) =>
         new LedgerClient(runtime.nats, runtime.config.BATON_PREFIX, { as: Principals.operator('notifier'), attempts: 2 }),
     },
+    {
+      // A full Redis (maxmemory, noeviction) said once, counted and shown (docs/sre.md, What fills Redis).
+      provide: RedisFullWatch,
+      inject: [RUNTIME, METRICS],
+      useFactory: (runtime: ServiceRuntime, metrics: BatonMetrics) => {
+        const watch = new RedisFullWatch(runtime.logger, { onRefused: () => metrics.redisFullRefused.inc() });
+        metrics.watchRedis(() => watch.full());
+        return watch;
+      },
+    },
     NoticePublisher,
     AppliedEvents,
     ProjectionApplier,
     ProjectionStatus,
-    { provide: READINESS_DETAILS, inject: [ProjectionStatus], useFactory: projectionReadiness },
+    { provide: READINESS_DETAILS, inject: [ProjectionStatus, RedisFullWatch], useFactory: projectionReadiness },
   ],
-  exports: [PROJECTION_STORE, BATON_PROJECTOR, BATON_VIEWS, LEDGER_CLIENT, AppliedEvents, ProjectionStatus, READINESS_DETAILS],
+  exports: [PROJECTION_STORE, BATON_PROJECTOR, BATON_VIEWS, LEDGER_CLIENT, AppliedEvents, ProjectionStatus, RedisFullWatch, READINESS_DETAILS],
 })
 export class ProjectionModule {}

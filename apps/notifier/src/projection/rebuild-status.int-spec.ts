@@ -85,12 +85,24 @@ it('GET /v1/projections and /health/ready show a running rebuild with its progre
   const running = (await get('/v1/projections', token)).body as unknown as Report;
   // A token scoped to one project sees what the projections are doing, not the counters of the stream every tenant shares.
   const scoped = (await get('/v1/projections', await fx.token('tenant', 'operator', ['alpha']))).body;
-  expect(scoped).toMatchObject({ counters: 'hidden', rebuilding: true });
+  expect(scoped).toMatchObject({ counters: 'hidden', rebuilding: true, redis: { full: false, since: null, refused: 0 } });
   // Both shapes are what the OpenAPI document says the route answers.
   for (const report of [running, scoped]) expect(ProjectionsResponseSchema.safeParse(report).error).toBeUndefined();
   expect(scoped['stream']).toBeUndefined();
   for (const p of scoped['projections'] as Array<Record<string, unknown>>) {
-    expect(Object.keys(p).sort()).toEqual(['active_generation', 'behind', 'name', 'needs_rebuild', 'rebuilding', 'rebuilds', 'stored_version', 'version']);
+    expect(Object.keys(p).sort()).toEqual([
+      'active_generation',
+      'behind',
+      'behind_reason',
+      'name',
+      'needs_rebuild',
+      'rebuilding',
+      'rebuilds',
+      'stored_version',
+      'version',
+    ]);
+    // Redis is not full: nothing holds it back but the replay.
+    expect(p['behind_reason']).toBeNull();
     expect(p['behind']).toBe(false); // the live generation is current: the rebuild writes a shadow
     const [rebuild] = p['rebuilds'] as Array<Record<string, unknown>>;
     expect(rebuild).toMatchObject({ kind: 'rebuild', by: 'baton replay', phase: 'replay', stale: false });
@@ -117,7 +129,13 @@ it('GET /v1/projections and /health/ready show a running rebuild with its progre
   // Readiness answers without a token: what the projections do, never the counters of the stream every project shares.
   expect(details.projections['inbox']).toEqual({
     behind: false,
-    rebuilding: { percent: expect.any(Number), eta_seconds: expect.anything(), by: 'baton replay' },
+    rebuilding: {
+      generation: running.projections.find((p) => p.name === 'inbox')?.rebuilds[0]?.['generation'],
+      by: 'baton replay',
+      this_instance: false,
+      percent: expect.any(Number),
+      eta_seconds: expect.anything(),
+    },
   });
   expect(JSON.stringify(ready.body)).not.toMatch(/last_seq|behind_by|total_events|"rate"/);
   // Operators read the previous generation, whole.

@@ -23,13 +23,18 @@ export function scenarioStream(nats: NatsHandle, prefix: string) {
   return {
     /** How many notices one project's scenario carries. */
     noticesPerProject: template.filter((e) => NOTICE_EVENTS.has(e.event.type)).length,
-    /** Store the scenario once in project `p<n>` (its notices have ids of their own there); acks awaited together. */
-    async publish(n: number): Promise<void> {
+    /**
+     * Store the scenario once in project `p<n>` (its notices have ids of their own there); acks
+     * awaited together. `payload` may change an event's payload before it is stored (a larger
+     * handoff context…).
+     */
+    async publish(n: number, payload?: (type: string, payload: Record<string, unknown>) => Record<string, unknown>): Promise<void> {
       const project = `p${n}`;
       const acks: Promise<unknown>[] = [];
       for (const [index, e] of template.entries()) {
         const stored = scenarioEnvelope(registry, e, `ev-${n}-${index}`, project);
-        const envelope = { ...stored, payload: JSON.parse(JSON.stringify(stored.payload).split('"zzz"').join(`"${project}"`)) as unknown };
+        const renamed = JSON.parse(JSON.stringify(stored.payload).split('"zzz"').join(`"${project}"`)) as Record<string, unknown>;
+        const envelope = { ...stored, payload: payload ? payload(stored.type, renamed) : renamed };
         acks.push(
           nats.js.publish(Subjects.aggregate(prefix, project, e.aggregate, e.id), encoder.encode(JSON.stringify(envelope)), {
             msgID: MsgIds.event(project, e.aggregate, e.id, envelope.id),

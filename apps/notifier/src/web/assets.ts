@@ -34,6 +34,7 @@ button.btn.danger { background:var(--danger); border-color:var(--danger); color:
 .inbox-head h1 { margin-right:4px; }
 a.skip { position:absolute; left:8px; top:-60px; background:#fff; color:var(--primary); padding:8px 12px; border:2px solid var(--primary); border-radius:4px; z-index:10; }
 a.skip:focus { top:8px; }
+.banner.webhooks ul { margin:6px 0 0; padding-left:20px; }
 .banner.note { border-color:#f0c36d; background:#fff8e6; display:flex; flex-wrap:wrap; align-items:center; gap:8px; }
 .banner:focus, #items:focus, article.item h2:focus { outline:2px solid var(--primary); outline-offset:2px; }
 details.detail { margin-top:6px; font-size:13px; color:var(--muted); }
@@ -79,7 +80,8 @@ export const INBOX_SCRIPT = String.raw`'use strict';
 // (Without BroadcastChannel each tab holds its own stream, as before.)
 // A refused (re)connect is probed for its status: 401 → the session ended (the page says so and
 // links to the sign-in page); 429 too_many_streams → tried again after Retry-After, backing off,
-// until a place frees up. A network drop is the EventSource's own retry. "event: closed" with
+// until a place frees up; 503 revocations_unavailable (the token revocation log cannot be read: an
+// outage, the session stands) → tried again after Retry-After, backing off. A network drop is the EventSource's own retry. "event: closed" with
 // token_invalid or session_ended ends the session too.
 // On each inbox change a tab fetches the ids its own page selects (its filters, page size and
 // cursor) and reconciles its list: new items are fetched as server-rendered (escaped) fragments,
@@ -355,6 +357,9 @@ export const INBOX_SCRIPT = String.raw`'use strict';
       })
       .then(function () {
         counts();
+        // The open items the filters select (not the page's): the server counted them.
+        var open = document.getElementById('open-count');
+        if (open && typeof body.open_count === 'number') open.textContent = String(body.open_count);
         document.body.setAttribute('data-inbox-updates', String(Number(document.body.getAttribute('data-inbox-updates') || '0') + 1));
       });
   }
@@ -479,6 +484,7 @@ export const INBOX_SCRIPT = String.raw`'use strict';
           probing = null;
           var error = (body && body.error) || {};
           if (r.status === 401) announce('ended', 'session ended', (error.details && error.details.reason) || 'session_ended');
+          else if (r.status === 503 && error.code === 'revocations_unavailable') retry(delay(1000 * (Number(r.headers.get('retry-after')) || 2)), 'down', 'sign-ins cannot be checked just now; trying again shortly');
           else if (r.status === 429) retry(delay(1000 * (Number(r.headers.get('retry-after')) || 10)), 'waiting', 'waiting for a free live stream (' + (error.code || 'too_many_streams') + ')');
           else retry(delay(0), 'down', 'live updates refused (' + (error.code || r.status) + ')');
         });

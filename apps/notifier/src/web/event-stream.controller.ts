@@ -115,7 +115,8 @@ export class EventStreams implements OnModuleInit, BeforeApplicationShutdown {
   /**
    * Close the streams whose token is no longer valid (revoked, expired, its record gone) or whose
    * browser session ended. A token store that cannot be read (Redis away) closes nothing: a
-   * revocation is a Redis write, so none can have happened that this check would miss for long.
+   * revocation is a Redis write, so none can have happened that this check would miss for long;
+   * nor does a token revocation log that cannot be read (an outage: the next check decides).
    */
   async recheck(): Promise<number> {
     if (this.checking || this.open.size === 0) return 0;
@@ -125,9 +126,13 @@ export class EventStreams implements OnModuleInit, BeforeApplicationShutdown {
       const byToken = new Map<string, OpenStream[]>();
       for (const stream of this.open) byToken.set(stream.principal.tokenId, [...(byToken.get(stream.principal.tokenId) ?? []), stream]);
       for (const [tokenId, streams] of byToken) {
-        const valid = (await this.auth.tokens.principalOf(tokenId, 'token')) !== null;
+        const checked = await this.auth.tokens.principalCheck(tokenId, 'token');
+        // The revocation log cannot be read now (an outage): nothing is known to have ended; checked again next time.
+        if (!checked.ok && checked.reason === 'revocations_unavailable') continue;
+        const valid = checked.ok;
         for (const stream of streams) {
-          const ended = !valid || (stream.sessionId !== null && (await this.auth.sessions.read(stream.sessionId)) === null);
+          const session = !valid || stream.sessionId === null ? null : await this.auth.sessions.lookup(stream.sessionId);
+          const ended = !valid || (session !== null && !session.ok && session.reason === 'ended');
           if (!ended) continue;
           stream.close(valid ? 'session_ended' : 'token_invalid');
           closed++;

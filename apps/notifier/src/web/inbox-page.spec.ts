@@ -54,6 +54,7 @@ describe('the console inbox page', () => {
       later: false,
       items: [],
       nextCursor: null,
+      openCount: 0,
     });
     const select = /<select[^>]*name="why"[^>]*>([\s\S]*?)<\/select>/.exec(page)?.[1] ?? '';
     const offered = [...select.matchAll(/<option value="([^"]*)"/g)].map((m) => m[1]).filter((v) => v !== '');
@@ -147,7 +148,7 @@ describe('the console inbox page', () => {
     );
   });
 
-  it('the page reconciles against its own query (cursor and page size kept), says how many items it shows, and links the next and first pages', () => {
+  it('the page reconciles against its own query (cursor and page size kept), says how many items are open and how many it shows, and links the next and first pages', () => {
     const details = stopWith(typeIntentForm(['billing']));
     const later = inboxPage({
       ctx,
@@ -157,15 +158,28 @@ describe('the console inbox page', () => {
       later: true,
       items: [details],
       nextCursor: 'def',
+      openCount: 7,
     });
     expect(later).toContain('<section id="items" tabindex="-1" aria-label="Items" data-query="?limit&#61;2&amp;cursor&#61;abc">');
-    expect(later).toContain('(<span id="item-count">1</span> shown on this page<span id="more-note">; more on the next page</span>)');
+    // The heading: the open items the filters select (the inbox's size), then the page's.
+    expect(later).toContain(
+      '(<span id="open-count" data-testid="open-count">7</span> open; <span id="item-count">1</span> shown on this page<span id="more-note">; more on the next page</span>)',
+    );
     expect(later).toContain('<a href="/inbox?limit&#61;2&amp;cursor&#61;def" data-testid="more">More…</a>');
     expect(later).toContain('<a href="/inbox?limit&#61;2" data-testid="first-page">← First page</a>');
     // The answer forms come back to this page.
     expect(later).toContain('name="return" value="/inbox?limit&#61;2&amp;cursor&#61;abc"');
-    const first = inboxPage({ ctx, filters: { status: 'open' }, query: '', firstPage: '', later: false, items: [details, details], nextCursor: null });
-    expect(first).toContain('(<span id="item-count">2</span> shown)');
+    const first = inboxPage({
+      ctx,
+      filters: { status: 'open' },
+      query: '',
+      firstPage: '',
+      later: false,
+      items: [details, details],
+      nextCursor: null,
+      openCount: 2,
+    });
+    expect(first).toContain('(<span id="open-count" data-testid="open-count">2</span> open; <span id="item-count">2</span> shown)');
     expect(first).not.toContain('data-testid="more"');
     expect(first).not.toContain('Inbox <span class="muted">(<span id="item-count">2</span>)');
   });
@@ -179,6 +193,7 @@ describe('the console inbox page', () => {
       later: false,
       items: [],
       nextCursor: null,
+      openCount: 0,
       sent: 'stop:acme:p1',
       outcome: 'applied',
     });
@@ -186,6 +201,33 @@ describe('the console inbox page', () => {
     expect(page).toContain('<div class="banner ok" role="status" tabindex="-1" autofocus data-testid="sent" data-outcome="applied">');
     expect(page).toContain('<span id="live-status" class="live" role="status" aria-live="polite" data-state="connecting">');
     expect(loginPage({ csrf: 'x', next: '/inbox' })).toContain('<input type="password" name="token" autocomplete="off" required autofocus>');
+  });
+
+  it('webhooks failing for the session`s projects are listed above the items, by name and id, with since when and why; none failing, no section', () => {
+    const base = { ctx, filters: { status: 'open' }, query: '', firstPage: '', later: false, items: [], nextCursor: null, openCount: 0 };
+    expect(inboxPage(base)).not.toContain('data-testid="failing-webhooks"');
+    const page = inboxPage({
+      ...base,
+      failingWebhooks: [
+        {
+          project: 'acme',
+          status: {
+            id: '0123456789abcdef',
+            name: 'chat.example/hooks/<b>',
+            state: 'failing',
+            last_success: null,
+            last_failure: { at: '2026-12-05T01:00:00.000Z', notice_id: 'nt-r-1', reason: 'connection_refused', error: 'connect ECONNREFUSED 10.0.0.7:443' },
+            failing_since: '2026-12-05T00:59:00.000Z',
+            dead_lettered: 2,
+            last_dead_lettered: { at: '2026-12-05T01:00:00.000Z', notice_id: 'nt-r-0' },
+          },
+        },
+      ],
+    });
+    const section = /<section class="banner error webhooks"[\s\S]*?<\/section>/.exec(page)?.[0] ?? '';
+    expect(section).toContain('<strong>chat.example/hooks/&lt;b&gt;</strong> <span class="muted">[0123456789abcdef]</span> · project acme');
+    expect(section).toContain('failing since <time datetime="2026-12-05T00:59:00.000Z">');
+    expect(section).toContain('last: <code>connection_refused</code> connect ECONNREFUSED 10.0.0.7:443 · 2 dead-lettered');
   });
 
   it('a refusal page keeps its code, says it in words with the API text under Details, and after a session ended links to the sign-in page', () => {

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { type HandoffRecord, type NextForm, type NextFormField, type StopPacket } from '@baton/contracts';
 import { InboxWhys, type InboxItem, type StopRecord } from '@baton/projections';
 import { canAnswer } from '../auth/roles';
+import type { FailingWebhook } from '../notices/webhook-status';
 import { csrfField, hidden, NOTE_MAX, page, type PageContext } from './layout';
 import { html, prettyJson, seg, type SafeHtml } from './html';
 
@@ -214,6 +215,24 @@ ${
 }
 
 /** One inbox item as an `<article>` card (also served alone as the live-update fragment). */
+/**
+ * The webhooks failing now for the session's projects, one line each: its name and id, the project,
+ * since when, its last failure's reason and text, the notices it never took — nothing when none
+ * fails. The whole status is `GET /v1/projects/<project>/webhooks`.
+ */
+export function failingWebhooksSection(failing: readonly FailingWebhook[]): SafeHtml | null {
+  if (failing.length === 0) return null;
+  return html`<section class="banner error webhooks" role="status" data-testid="failing-webhooks" aria-label="Failing webhooks">
+<strong>Webhooks failing</strong> — notices are not reaching them (retried for about an hour, then dead-lettered; once fixed, <code>baton notice redeliver</code> sends a dead-lettered one again):
+<ul>${failing.map(({ project, status }) => {
+    const last = status.last_failure;
+    return html`<li data-testid="failing-webhook" data-webhook-id="${status.id}" data-project="${project}"><strong>${status.name}</strong> <span class="muted">[${status.id}]</span> · project ${project} · failing since <time datetime="${status.failing_since ?? ''}">${status.failing_since ?? ''}</time>${
+      last ? html` · last: <code>${last.reason}</code> ${last.error}` : null
+    }${status.dead_lettered > 0 ? html` · ${status.dead_lettered} dead-lettered` : null} · <span class="muted">GET /v1/projects/${project}/webhooks</span></li>`;
+  })}</ul>
+</section>`;
+}
+
 export function itemCard(details: ItemDetails, ctx: PageContext, returnTo: string): SafeHtml {
   const { item } = details;
   let body: SafeHtml;
@@ -259,6 +278,10 @@ export function inboxPage(input: {
   later: boolean;
   items: ItemDetails[];
   nextCursor: string | null;
+  /** How many open items the filters other than `status` select (the inbox's size, not the page's). */
+  openCount: number;
+  /** The webhooks failing now for the projects this session sees (a small section; none: no section). */
+  failingWebhooks?: readonly FailingWebhook[];
   sent?: string;
   /** What became of the answer `sent` names: applied by the router, or published and not decided yet. */
   outcome?: 'applied' | 'pending';
@@ -267,7 +290,7 @@ export function inboxPage(input: {
   const { ctx, filters, query, firstPage, items } = input;
   const returnTo = `/inbox${query}`;
   const more = input.nextCursor ? `/inbox${firstPage}${firstPage ? '&' : '?'}cursor=${encodeURIComponent(input.nextCursor)}` : null;
-  const body = html`<div class="inbox-head"><h1>Inbox <span class="muted" data-testid="shown">(<span id="item-count">${items.length}</span> shown${input.later ? ' on this page' : null}${
+  const body = html`<div class="inbox-head"><h1>Inbox <span class="muted" data-testid="shown">(<span id="open-count" data-testid="open-count">${input.openCount}</span> open; <span id="item-count">${items.length}</span> shown${input.later ? ' on this page' : null}${
     more ? html`<span id="more-note">; more on the next page</span>` : null
   })</span></h1>
 <span id="live-status" class="live" role="status" aria-live="polite" data-state="connecting">connecting</span></div>
@@ -280,6 +303,7 @@ ${
     : null
 }
 ${input.error ? html`<div class="banner error" role="alert" tabindex="-1" data-testid="refused">Refused (${input.error.code}): ${input.error.message}</div>` : null}
+${failingWebhooksSection(input.failingWebhooks ?? [])}
 <div id="live-notice"></div>
 ${input.later ? html`<p><a href="/inbox${firstPage}" data-testid="first-page">← First page</a></p>` : null}
 <section id="items" tabindex="-1" aria-label="Items" data-query="${query}">

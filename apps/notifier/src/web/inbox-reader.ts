@@ -20,6 +20,11 @@ export class InboxReader {
     return page.items.map((item) => ({ id: item.id, status: item.status }));
   }
 
+  /** How many open items `filters` select, whatever their status filter (the heading's count). */
+  openCount(filters: ItemFilters): Promise<number> {
+    return this.views.inboxOpenCount(filters);
+  }
+
   /** One item with its details, or null. */
   async item(id: string): Promise<ItemDetails | null> {
     const item = await this.views.inboxItem(id);

@@ -194,13 +194,22 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     expect(published.answer.answer).not.toHaveProperty('pending_digest');
   });
 
-  it("the answer's answered_by and actor_role come from the authenticated token, never from the body", async () => {
-    const reply = await call('/v1/stops/stop-int/answer', {
-      method: 'POST',
-      token: alphaOperator,
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ answer_id: 'ans-api-int', action: 'intent', intent: 'billing', answered_by: 'mallory' }),
+  it("the answer's answered_by and actor_role come from the authenticated token, never from the body: a body naming another is 403 identity_mismatch", async () => {
+    const send = (answeredBy: string) =>
+      call('/v1/stops/stop-int/answer', {
+        method: 'POST',
+        token: alphaOperator,
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ answer_id: 'ans-api-int', action: 'intent', intent: 'billing', answered_by: answeredBy }),
+      });
+    const claimed = await send('mallory');
+    expect({ status: claimed.status, error: claimed.json().error }).toMatchObject({
+      status: 403,
+      error: { code: 'identity_mismatch', details: { field: 'answered_by', actor: 'olga' } },
     });
+    expect(JSON.stringify(await answersOn('alpha'))).not.toContain('ans-api-int');
+    // The token's own name may be repeated.
+    const reply = await send('olga');
     expect(reply.status).toBe(202); // no router here: published, not decided (pending)
     const published = (await answersOn('alpha')).find((a) => JSON.stringify(a).includes('ans-api-int'));
     expect(published).toMatchObject({
@@ -387,7 +396,9 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     const first = await call('/inbox?status=any&limit=2', { cookie });
     expect(first.status).toBe(200);
     expect(articles(first.text)).toHaveLength(2);
-    expect(first.text).toContain('(<span id="item-count">2</span> shown<span id="more-note">; more on the next page</span>)');
+    expect(first.text).toMatch(
+      /\(<span id="open-count" data-testid="open-count">\d+<\/span> open; <span id="item-count">2<\/span> shown<span id="more-note">; more on the next page<\/span>\)/,
+    );
     expect(dataQuery(first.text)).toBe('?status=any&limit=2');
     const more = /<a href="([^"]+)" data-testid="more">/.exec(first.text)![1]!.replace(/&#61;/g, '=').replace(/&amp;/g, '&');
     expect(more).toMatch(/^\/inbox\?status=any&limit=2&cursor=[A-Za-z0-9_-]+$/);
@@ -594,6 +605,82 @@ describe('operator console: tokens, roles, project scoping, web inbox (real NATS
     expect(forbidden.status).toBe(403);
     expect(forbidden.json().error).toMatchObject({ code: 'project_forbidden', details: { projects: ['beta'] } });
     expect((await call('/v1/events/stream?projects=alpha', { token: alphaOperator })).status).toBe(400);
+  });
+
+  it('the inbox says how many items are open (open_count), not the size of the page: GET /v1/inbox, the page heading and /inbox/ids, for a token of several projects too', async () => {
+    const both = await fx.token('bea', 'viewer', ['alpha', 'beta']);
+    const openIds = async (token: string, query = '') => (await call(`/v1/inbox?limit=500${query}`, { token })).json().items!.map((i) => String(i['id']));
+    for (const [token, query] of [
+      [admin, ''],
+      [both, ''],
+      [alphaOperator, ''],
+      [both, '&kind=stop'],
+      [both, '&project=beta'],
+    ] as const) {
+      const open = await openIds(token, query);
+      expect(open.length).toBeGreaterThan(0);
+      // A page of one item counts them all; so does a listing of another status (the open items its other filters select).
+      const page = (await call(`/v1/inbox?limit=1${query}`, { token })).json();
+      expect({ query, items: page.items!.length, open_count: page['open_count'] }).toEqual({ query, items: 1, open_count: open.length });
+      expect((await call(`/v1/inbox?limit=1&status=answered${query}`, { token })).json()['open_count']).toBe(open.length);
+    }
+    // beta's open stops are not alpha's: the count is the token's and the filters'.
+    expect((await call('/v1/inbox?limit=1', { token: alphaOperator })).json()['open_count']).toBe((await openIds(alphaOperator)).length);
+    expect((await openIds(both)).length).toBeGreaterThan((await openIds(alphaOperator)).length);
+
+    const { cookie } = await signIn(both);
+    const page = await call('/inbox?limit=1', { cookie });
+    const open = (await openIds(both)).length;
+    expect(page.text).toContain(
+      `(<span id="open-count" data-testid="open-count">${open}</span> open; <span id="item-count">1</span> shown<span id="more-note">`,
+    );
+    expect((await call('/inbox/ids?limit=1', { cookie })).json()).toMatchObject({ items: [expect.any(Object)], open_count: open });
+    expect((await call('/inbox/ids?limit=1&kind=stop', { cookie })).json()['open_count']).toBe((await openIds(both, '&kind=stop')).length);
+  });
+
+  it("signing in again from another tab of the same browser keeps the first tab's forms working (the new session keeps the CSRF token of the browser's session of the same token); another token's sign-in does not, and a form of another browser's session is still refused", async () => {
+    // Tab 1 signs in and renders the inbox: its forms carry that session's CSRF token.
+    const tab1 = await signIn(alphaOperator);
+    // Tab 2 of the same browser signs in again: the browser sends its session cookie along.
+    const signInWith = async (browserCookie: string, token: string) => {
+      const login = await call('/login', { cookie: browserCookie });
+      const loginCsrf = /name="_csrf" value="([^"]+)"/.exec(login.text)![1]!;
+      const loginCookie = login.headers.get('set-cookie')!.split(';')[0]!;
+      const done = await call('/login', { ...form({ _csrf: loginCsrf, token, next: '/inbox' }), cookie: `${browserCookie}; ${loginCookie}` });
+      expect(done.status).toBe(303);
+      return done.headers
+        .getSetCookie()
+        .find((c) => c.startsWith('baton_session='))!
+        .split(';')[0]!;
+    };
+    const browser = await signInWith(tab1.cookie, alphaOperator);
+    // A new session (the id is never kept across a sign-in), with the same CSRF token.
+    expect(browser).not.toBe(tab1.cookie);
+    expect(/name="_csrf" value="([^"]+)"/.exec((await call('/inbox', { cookie: browser })).text)![1]).toBe(tab1.csrf);
+    const before = (await answersOn('alpha')).length;
+    // Tab 1's form, posted with the cookie the browser holds now: taken (it was 403 csrf_failed).
+    const posted = await call('/inbox/stops/stop-cap/answer', {
+      ...form({ _csrf: tab1.csrf, answer_id: 'web-tab-1', action: 'deny', note: 'from the first tab', return: '/inbox' }),
+      cookie: browser,
+    });
+    expect(posted.status).toBe(303);
+    expect(posted.headers.get('location')).toMatch(/^\/inbox\?sent=stop%3Aalpha%3Astop-cap&outcome=pending&sig=/);
+    expect((await answersOn('alpha')).find((a) => JSON.stringify(a).includes('web-tab-1'))).toMatchObject({
+      answer: { answer: { action: 'deny', answered_by: 'olga', note: 'from the first tab' } },
+    });
+    // Another browser's session of the same token has its own token: tab 1's form is no form of it.
+    const elsewhere = await signIn(alphaOperator);
+    expect(elsewhere.csrf).not.toBe(tab1.csrf);
+    expect(
+      (await call('/inbox/stops/stop-cap/answer', { ...form({ _csrf: tab1.csrf, answer_id: 'web-tab-2', action: 'deny' }), cookie: elsewhere.cookie })).status,
+    ).toBe(403);
+    // The same browser signs in as someone else: a new token, so pages rendered for olga never post as ada.
+    const switched = await signInWith(browser, admin);
+    expect(/name="_csrf" value="([^"]+)"/.exec((await call('/inbox', { cookie: switched })).text)![1]).not.toBe(tab1.csrf);
+    const refused = await call('/inbox/stops/stop-cap/answer', { ...form({ _csrf: tab1.csrf, answer_id: 'web-tab-3', action: 'deny' }), cookie: switched });
+    expect(refused.status).toBe(403);
+    expect(refused.text).toContain('csrf_failed');
+    expect((await answersOn('alpha')).length).toBe(before + 1);
   });
 });
 

@@ -255,8 +255,12 @@ ${input.error ? html`<div class="banner error" role="alert" data-testid="login-e
  * in plain words; the API's own wording, when it differs, under "Details". `signIn`: the session
  * ended, so the page links to the sign-in page, which comes back to `signIn` (a local path).
  */
-export function errorPage(ctx: PageContext, input: { status: number; code: string; message: string; detail?: string; back?: string; signIn?: string }): string {
-  const body = html`<h1>${input.status === 404 ? 'Not found' : 'Refused'}</h1>
+export function errorPage(
+  ctx: PageContext,
+  input: { status: number; code: string; message: string; detail?: string; back?: string; signIn?: string; retry?: string },
+): string {
+  const title = input.status === 404 ? 'Not found' : input.status === 503 ? 'Try again shortly' : 'Refused';
+  const body = html`<h1>${title}</h1>
 <div class="banner error" role="alert" data-testid="refused" tabindex="-1"><strong>${input.code}</strong>: ${input.message}${
     input.detail !== undefined && input.detail !== input.message
       ? html`<details class="detail"><summary>Details</summary><code data-testid="refusal-detail">${input.detail}</code></details>`
@@ -267,6 +271,7 @@ ${
     ? html`<p><a class="btn primary" href="/login?next=${encodeURIComponent(input.signIn)}" data-testid="sign-in">Sign in again</a> <span class="muted">then answer again: the inbox puts back what you typed in this tab.</span></p>`
     : null
 }
+${input.retry !== undefined ? html`<p><a class="btn primary" href="${input.retry}" data-testid="try-again">Try again</a></p>` : null}
 <p><a href="${input.back ?? '/inbox'}">← Back${input.back === undefined || input.back.startsWith('/inbox') ? ' to the inbox' : null}</a></p>`;
-  return page(input.status === 404 ? 'Not found' : 'Refused', ctx, body);
+  return page(title, ctx, body);
 }

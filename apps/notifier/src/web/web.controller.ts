@@ -6,24 +6,26 @@ import {
   HoldAnswerActionSchema,
   type NextFormField,
   IdSchema,
-  OperatorAnswerActionSchema,
   PersonTextSchema,
   ProjectIdSchema,
   RouteCauseSchema,
+  StopAnswerActionSchema,
 } from '@baton/contracts';
 import { InboxWhys, InvalidCursorError, type ItemFilters } from '@baton/projections';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
-import { projectionsUnavailable } from '../api/http';
+import { projectionsUnavailable, redisFull } from '../api/http';
 import { decimalOf } from '../http/body-type';
 import { MeshReader } from '../api/mesh-reader';
 import { OperatorActions, type RecordTarget } from '../api/operator-actions';
 import { resolveProject } from '../api/resolve';
 import { InboxQuerySchema } from '../api/schemas';
 import { AuthFailureLimiter, clientAddress } from '../auth/auth-failures';
+import { REVOCATIONS_RETRY_AFTER_SEC } from '../auth/auth.guard';
 import { AuthService } from '../auth/auth.service';
 import { LOGIN_CSRF_COOKIE, parseCookies, serializeCookie, SESSION_COOKIE } from '../auth/cookies';
 import type { HttpRequest, HttpResponse } from '../auth/http-types';
 import { canSeeProject } from '../auth/roles';
+import { WebhookStatus } from '../notices/webhook-status';
 import { scopedProjects } from '../auth/scope';
 import { safeEqual, type Session } from '../auth/session-store';
 import { INBOX_SCRIPT, STYLESHEET } from './assets';
@@ -84,7 +86,8 @@ const text = z
 const asSent = z.preprocess((v) => (Array.isArray(v) ? v[0] : v), z.string().max(4000).optional());
 const FormBase = z.object({ _csrf: z.string().min(1).max(200), return: text });
 const StopFormSchema = FormBase.extend({
-  action: OperatorAnswerActionSchema,
+  // A stop form's buttons, as the API takes them (accept / rework are a handback's decision).
+  action: StopAnswerActionSchema,
   answer_id: IdSchema,
   pending_digest: text,
   intent: asSent,
@@ -145,6 +148,7 @@ export class WebController {
     private readonly actions: OperatorActions,
     private readonly failures: AuthFailureLimiter,
     private readonly meshes: MeshReader,
+    private readonly webhooks: WebhookStatus,
   ) {}
 
   @Get()
@@ -198,13 +202,27 @@ export class WebController {
       return again(429, `Too many failed sign-ins from your address; try again in ${allowance.retryAfterSec} s.`);
     }
     const checked = typeof body['token'] === 'string' ? await this.auth.tokens.check(body['token']) : ({ ok: false, reason: 'malformed' } as const);
+    if (!checked.ok && checked.reason === 'revocations_unavailable') {
+      // The token is good as far as Redis says, and the revocation log cannot be read: an outage, not a failed sign-in.
+      res.setHeader('Retry-After', String(REVOCATIONS_RETRY_AFTER_SEC));
+      this.runtime.logger.warn('web sign-in deferred: the token revocation log cannot be read', { address });
+      return again(503, 'Tokens cannot be checked just now (the token revocation log is unavailable); try again shortly.');
+    }
     if (!checked.ok) {
       const count = this.failures.fail(address);
       this.runtime.logger.warn('web sign-in refused', { reason: checked.reason, address, failures_this_minute: count });
       return again(401, 'That token is not valid (unknown, revoked, expired or mistyped).');
     }
     const principal = checked.principal;
-    const session = await this.auth.sessions.create(principal, new Date().toISOString());
+    // Signing in again from another tab replaces this browser's session cookie, and the pages open
+    // in its other tabs carry the CSRF token of the session they were rendered for. The new session
+    // keeps that token when the browser's cookie names a live session of the same token: the other
+    // tabs' next posts match it (they failed csrf_failed before). A session of another token (who
+    // signs in changed), or none, gets a new token: pages rendered for someone else never post as
+    // this one. The token stays secret to this browser's pages, never in a URL or a readable cookie.
+    const current = await this.auth.bySession(req);
+    const carried = current !== null && current.principal.tokenId === principal.tokenId ? { csrf: current.csrf } : {};
+    const session = await this.auth.sessions.create(principal, new Date().toISOString(), carried);
     const secure = this.auth.config.NOTIFIER_COOKIE_SECURE;
     res.setHeader('Set-Cookie', [
       serializeCookie(SESSION_COOKIE, session.id, { maxAge: this.auth.config.NOTIFIER_SESSION_TTL_SEC, secure }),
@@ -229,20 +247,37 @@ export class WebController {
   async inbox(@Req() req: HttpRequest, @Res() res: HttpResponse) {
     await this.withPage(req, res, async (ctx) => {
       const { filters, values, query, firstPage, cursor, limit } = this.filters(req, ctx);
-      const page = await this.reader.page(filters, limit, cursor);
+      const principal = ctx.principal!;
+      const [page, openCount, failingWebhooks] = await Promise.all([
+        this.reader.page(filters, limit, cursor),
+        this.reader.openCount(filters),
+        this.webhooks.failing((project) => canSeeProject(principal, project)),
+      ]);
       // An answer's banner: `stop:<project>:<id>`, `run <project>:<id>`, `handback:<project>:<id>`.
       const banner = this.banner(req, ctx, (what) => SENT_RECORD.test(what));
       this.send(
         res,
         200,
-        inboxPage({ ctx, filters: values, query, firstPage, later: cursor !== null, items: page.items, nextCursor: page.nextCursor, ...(banner ?? {}) }),
+        inboxPage({
+          ctx,
+          filters: values,
+          query,
+          firstPage,
+          later: cursor !== null,
+          items: page.items,
+          nextCursor: page.nextCursor,
+          openCount,
+          failingWebhooks,
+          ...(banner ?? {}),
+        }),
       );
     });
   }
 
   /**
-   * `GET /inbox/ids`: JSON `{ items: [{ id, status }] }` of the page the query names — its filters,
-   * page size (`limit`) and `cursor` — as `/inbox` shows it (the live script reconciles with it).
+   * `GET /inbox/ids`: JSON `{ items: [{ id, status }], open_count }` of the page the query names — its
+   * filters, page size (`limit`) and `cursor` — as `/inbox` shows it (the live script reconciles
+   * with it, and puts `open_count`, the open items the filters select, in the heading).
    */
   @Get('inbox/ids')
   async ids(@Req() req: HttpRequest, @Res() res: HttpResponse) {
@@ -250,7 +285,8 @@ export class WebController {
       const { filters, limit, cursor } = this.filters(req, ctx);
       res.setHeader('Cache-Control', 'no-store');
       res.setHeader('Content-Type', 'application/json; charset=utf-8');
-      res.status(200).send(JSON.stringify({ items: await this.reader.ids(filters, limit, cursor) }));
+      const [items, openCount] = await Promise.all([this.reader.ids(filters, limit, cursor), this.reader.openCount(filters)]);
+      res.status(200).send(JSON.stringify({ items, open_count: openCount }));
     });
   }
 
@@ -596,7 +632,8 @@ export class WebController {
 
   /** A page: needs a session (else → /login); refusals render as pages. */
   private async withPage(req: HttpRequest, res: HttpResponse, body: (ctx: PageContext) => Promise<void>): Promise<void> {
-    const session = await this.auth.bySession(req);
+    const session = await this.auth.sessionOf(req);
+    if (session === 'unavailable') return this.revocationsUnavailable(res, safeNext(req.originalUrl), 'This page');
     if (!session) {
       res.redirect(303, `/login?next=${encodeURIComponent(safeNext(req.originalUrl))}`);
       return;
@@ -607,9 +644,10 @@ export class WebController {
 
   /** A form post: needs a session, the session's CSRF token and (when sent) a same-origin Origin. */
   private async withForm(req: HttpRequest, res: HttpResponse, body: (session: Session) => Promise<void>): Promise<void> {
-    const session = await this.auth.bySession(req);
+    const session = await this.auth.sessionOf(req);
     const fields = (req.body ?? {}) as Record<string, unknown>;
     const back = safeReturn(typeof fields['return'] === 'string' ? fields['return'] : undefined);
+    if (session === 'unavailable') return this.revocationsUnavailable(res, null, 'Nothing was sent: your answer');
     if (!session) {
       // Signed out, or its token revoked or expired: nothing was sent. The page links to the
       // sign-in page, which comes back to where the form was (the inbox puts the typed text back).
@@ -639,13 +677,36 @@ export class WebController {
         errorPage(ctx, {
           status: 403,
           code: 'csrf_failed',
-          message: 'The form is missing its CSRF token or came from another site. Reload the page and try again.',
+          message:
+            'The form is missing its CSRF token or came from another site (or this browser signed in since as another token). Reload the page and try again.',
           back,
         }),
       );
       return;
     }
     await this.guarded(res, ctx, back, () => body(session));
+  }
+
+  /**
+   * The token revocation log cannot be read (NATS down or slow): the session is not ended, so the
+   * browser is not sent to sign in; a 503 page with `Retry-After` says to try again shortly.
+   * `retry`: the page to load again (a page), or null (a form: the browser's back button keeps what was typed).
+   */
+  private revocationsUnavailable(res: HttpResponse, retry: string | null, what: string): void {
+    res.setHeader('Retry-After', String(REVOCATIONS_RETRY_AFTER_SEC));
+    this.send(
+      res,
+      503,
+      errorPage(
+        { principal: null, csrf: null },
+        {
+          status: 503,
+          code: 'revocations_unavailable',
+          message: `${what} cannot be served just now: the notifier cannot check sign-ins against the token revocation log (NATS is unavailable). You are still signed in; try again shortly.`,
+          ...(retry !== null ? { retry } : {}),
+        },
+      ),
+    );
   }
 
   private async guarded(res: HttpResponse, ctx: PageContext, back: string, body: () => Promise<void>): Promise<void> {
@@ -673,6 +734,14 @@ export class WebController {
     if (projectionsUnavailable(error)) {
       this.runtime.logger.warn('web request: redis unavailable', { error: (error as Error).message });
       return { status: 503, code: 'projections_unavailable', message: 'The inbox store (Redis) did not answer in time; try again in a moment.' };
+    }
+    if (redisFull(error)) {
+      this.runtime.logger.warn('web request: redis full', { error: (error as Error).message });
+      return {
+        status: 503,
+        code: 'redis_full',
+        message: 'The inbox store (Redis) is full and takes no writes; reading still works. Try again once the operators made room.',
+      };
     }
     this.runtime.logger.error('web request failed', { error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
     return { status: 500, code: 'internal_error', message: 'The request failed; see the notifier log.' };

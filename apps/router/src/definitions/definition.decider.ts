@@ -21,7 +21,8 @@ export interface DefinitionState {
 
 export interface PublishDefinition {
   type: 'publish';
-  data: { definition: ProjectDefinition; digest: string; published_by: string };
+  /** `published_by`: who sent it (the admin connection); `on_behalf_of`: the person it named, a claim. */
+  data: { definition: ProjectDefinition; digest: string; published_by: string; on_behalf_of?: string };
   metadata: { now: string };
 }
 
@@ -52,7 +53,7 @@ export function evolveDefinition(state: DefinitionState, event: DefinitionEvent)
  * pinned to the version they started on.
  */
 export function decideDefinition(command: PublishDefinition, state: DefinitionState): DecisionResult<DefinitionEvent> {
-  const { definition, digest, published_by } = command.data;
+  const { definition, digest, published_by, on_behalf_of } = command.data;
   const current = state.published[state.published.length - 1];
   if (current !== undefined && current.definition.project !== definition.project) {
     return reject(DomainErrorKind.invalid, DefinitionErrorCode.wrongProject, `this aggregate holds project '${current.definition.project}'`);
@@ -69,7 +70,10 @@ export function decideDefinition(command: PublishDefinition, state: DefinitionSt
       );
     }
   }
-  return accept({ type: 'definition.published', data: { definition, published_by, published_at: command.metadata.now, digest } });
+  return accept({
+    type: 'definition.published',
+    data: { definition, published_by, ...(on_behalf_of !== undefined ? { on_behalf_of } : {}), published_at: command.metadata.now, digest },
+  });
 }
 
 export const definitionDecider: Decider<PublishDefinition, DefinitionEvent, DefinitionState> = {

@@ -58,8 +58,9 @@ export class PublishDefinitionUseCase {
       });
     }
 
-    // Only the admin connection may send this subject: it publishes as `admin`, or as the person
-    // it names (the CLI's BATON_OPERATOR), as the admin's ledger commands do. Never the router.
+    // Only the admin connection may send this subject: it is the publisher (`admin`), never the
+    // router. The person it names (the CLI's BATON_OPERATOR) is a claim, recorded beside it as
+    // `on_behalf_of`, as the admin's pause and resume are.
     const named = headers[PUBLISHED_BY_HEADER];
     if (named !== undefined && (named.length !== 1 || !ActorNameSchema.safeParse(named[0]).success)) {
       return refuse({
@@ -69,13 +70,18 @@ export class PublishDefinitionUseCase {
         issues: [{ path: PUBLISHED_BY_HEADER, message: 'not one actor name' }],
       });
     }
-    const publishedBy = named?.[0] ?? ADMIN_ACTOR;
+    const onBehalfOf = named?.[0] !== undefined && named[0] !== ADMIN_ACTOR ? named[0] : undefined;
+    const publishedBy = ADMIN_ACTOR;
     const digest = definitionDigest(definition);
     const now = nowIso();
     const result = await this.runtime.store.handleCommand(
       definitionRef(definition.project),
       definitionDecider,
-      { type: 'publish', data: { definition, digest, published_by: publishedBy }, metadata: { now } },
+      {
+        type: 'publish',
+        data: { definition, digest, published_by: publishedBy, ...(onBehalfOf !== undefined ? { on_behalf_of: onBehalfOf } : {}) },
+        metadata: { now },
+      },
       // Event ids are random on purpose: publishing A, B, then A again must append A again.
       {
         occurredAt: now,

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { LedgerErrorCode, Limits, type AgentDefinition, type ExecutionSettings } from '@baton/contracts';
-import type { RunEvent, RunState } from '@baton/domain';
+import { HandoffFailureReason, type RunEvent, type RunState, type StartedRunState } from '@baton/domain';
 import {
   LruCache,
   PoisonError,
@@ -20,23 +20,26 @@ import { pinnedForRun } from '../definitions/definition.decider';
 import { RunCommands, runRef } from '../runs/run-commands';
 import { routerRunDecider } from '../runs/router-run.decider';
 import { ROUTER_ACTOR } from '../shared/ids';
+import { sayResultRefused } from '../shared/result-refused';
 import {
+  answerLookup,
+  answerScan,
   completeFromResultRequest,
   createHandoffRequest,
   returnableDeadlineAt,
   returnableParent,
   type CompleteFromResultBody,
   type CreateHandoffBody,
+  type LookBackEvent,
+  type LookBackVerdict,
+  type RunResultRecorded,
   type RunRouted,
 } from './handoff-request';
-import { LEDGER, type LedgerReply, type RouterLedger } from './ledger';
+import { LEDGER, callLedger, ledgerDone, settleLedgerReply, type RouterLedger } from './ledger';
 
 type RunRoutedEvent = ReactorEvent<Extract<RunEvent, { type: 'run.routed' }>>;
 type RunResultRecordedEvent = ReactorEvent<Extract<RunEvent, { type: 'run.result_recorded' }>>;
 type RunStoppedEvent = ReactorEvent<Extract<RunEvent, { type: 'run.stopped' }>>;
-
-/** Delay before a ledger call that could not reach the ledger is retried (the message is naked). */
-export const LEDGER_RETRY_DELAY_MS = 1000;
 
 /** Routed events whose handoff a `complete_then_create` created, kept until their own delivery (bounded; a miss costs one idempotent `create`). */
 const CREATED_AHEAD_CAPACITY = 4096;
@@ -47,16 +50,17 @@ export const MAX_AHEAD = 256;
 /** How long the reactor sends separate requests after a ledger answered that it has no `complete_then_create` (an older ledger). */
 export const COMBINED_RETRY_AFTER_MS = 60_000;
 
+/** The code on `run.handoff_completed` of a routed handoff not offered because its run stopped (or was held, or finished) before it was created. */
+export const HANDOFF_NOT_OFFERED_CODE = 'handoff_not_offered';
+
+/** Stream sequences the first look back for the answer a route carries spans (`lookBack`); each further look spans four times more. */
+export const ANSWER_LOOKBACK = 64;
+
 /** Ledger codes that mean "already done": the reactor's effect happened before. */
 const CREATE_DONE = new Set(['already_exists']);
 const COMPLETE_DONE = new Set(['handoff_not_open']);
 /** The handoff already ended (returned, failed by its deadline or retry cap…), or was never created (its create was refused). */
 const ABANDON_DONE = new Set(['handoff_not_open', 'not_found']);
-
-/** Applied now, or refused with a code that means it was done before. */
-function isDone(reply: LedgerReply, done: ReadonlySet<string>): boolean {
-  return reply.ok || done.has(reply.error.code);
-}
 
 /**
  * The router's dispatch reactor: a durable consumer of the run events (`<prefix>.ev.*.run.*`)
@@ -65,7 +69,10 @@ function isDone(reply: LedgerReply, done: ReadonlySet<string>): boolean {
  * call only delays the call: the event is redelivered until the ledger answered.
  *
  * - `run.routed` → ledger `create` (a `task` handoff to the target agent; idempotency key = the
- *   event id; `already_exists` counts as done).
+ *   event id; `already_exists` counts as done). A route that gives control back to a caller
+ *   (`answerLookup`) carries the callee's answer (`context.returned`), from the callee's
+ *   `run.result_recorded`: the route's cause, stored by the same command before it, or the result
+ *   of the child whose return let the parent wait for the message this route brings it.
  * - `run.result_recorded` → ledger `complete_from_result` for the handoff the agent was dispatched
  *   with (the run's handoff just before this event; idempotency key = the result id;
  *   `handoff_not_open` — already completed or otherwise closed — counts as done, `not_found` is
@@ -88,6 +95,9 @@ function isDone(reply: LedgerReply, done: ReadonlySet<string>): boolean {
  * instance, or a hop dispatched ahead that met anything but "done" goes through the deliveries'
  * path exactly as before (the ledger answers a repeated request as already applied).
  *
+ * - `run.result_rejected` of an agent's result → told to that agent on its own
+ *   `<agent inbox>.refused` (`result-refused.json`, a hint: docs/runs.md rule 3c). Nothing else.
+ *
  * It publishes no human action notice: `run.notice_emitted` is the notifier's to publish on
  * `<prefix>.notice.<project>` (it owns what a person sees; one publisher, so one message per
  * notice — docs/notices.md).
@@ -106,9 +116,15 @@ export class DispatchReactor {
     aggregate: 'run',
     decider: routerRunDecider,
     on: {
-      'run.routed': (event, state, ctx) => this.createHandoff(event, state.before, ctx.trace),
+      'run.routed': (event, state, ctx) => this.createHandoff(event, state.before, ctx),
       'run.result_recorded': (event, state, ctx) => this.completeHandoff(event, state, ctx),
       'run.stopped': (event, state, ctx) => this.abandonStopped(event, state.before, ctx.trace),
+      'run.result_rejected': (event, _state, ctx) =>
+        sayResultRefused(
+          this.runtime,
+          { ...event, runId: event.aggregate.id, seq: ctx.seq },
+          this.runtime.logger.child({ trace_id: ctx.trace.traceId, project: event.project, workflow_run_id: event.aggregate.id, event_id: event.id }),
+        ),
     },
   });
 
@@ -157,8 +173,11 @@ export class DispatchReactor {
     const state = await this.runtime.store.eventStates(ref, routerRunDecider, recorded.seq);
     const handoffId = state.before.status === 'none' ? null : state.before.handoffId;
     if (handoffId === null) return;
+    // A stop stored since (the watchdog's circuit at this very hop: the router appends it, so this
+    // process's fold cache holds it; never a read here, on the hot path): the deliveries decide.
+    if (this.runtime.store.cachedNext(ref, next.seq) !== null && (await this.runMovedOn(ref.project, ref.id, next.payload.handoff_id)) !== null) return;
     const complete = completeFromResultRequest(recorded.payload, handoffId, ref.id);
-    const create = await this.createBody(ref.project, ref.id, next.id, next.payload, state.after);
+    const create = await this.createBody(ref, { id: next.id, seq: next.seq, payload: next.payload }, state.after, recorded.payload);
     const log = this.logFor(recorded, trace);
     const completeLog = log.child({ handoff_id: handoffId, result_id: recorded.payload.result_id });
     if (await this.sendCombined(ref.project, { complete, create }, next, trace, log, completeLog)) this.completedAhead.set(recorded.id, true);
@@ -186,11 +205,11 @@ export class DispatchReactor {
       }
       return false;
     }
-    if (!isDone(reply.complete, COMPLETE_DONE)) return false;
-    this.settle('complete_from_result', reply.complete, COMPLETE_DONE, completeLog);
-    if (reply.create !== null && isDone(reply.create, CREATE_DONE)) {
+    if (!ledgerDone(reply.complete, COMPLETE_DONE)) return false;
+    settleLedgerReply('complete_from_result', reply.complete, COMPLETE_DONE, completeLog);
+    if (reply.create !== null && ledgerDone(reply.create, CREATE_DONE)) {
       this.createdAhead.set(next.id, true);
-      this.settle('create', reply.create, CREATE_DONE, log.child({ handoff_id: next.payload.handoff_id, to_agent: next.payload.target.agent }));
+      settleLedgerReply('create', reply.create, CREATE_DONE, log.child({ handoff_id: next.payload.handoff_id, to_agent: next.payload.target.agent }));
     }
     // Otherwise the routed event's own delivery asks again, and handles a refusal (ON_FAILURE).
     return true;
@@ -209,15 +228,21 @@ export class DispatchReactor {
     return this.runtime.logger.child({ trace_id: trace.traceId, project: event.project, workflow_run_id: event.aggregate.id, event_id: event.id });
   }
 
-  private async createHandoff(envelope: RunRoutedEvent, before: RunState, trace: HopTrace): Promise<void> {
+  private async createHandoff(envelope: RunRoutedEvent, before: RunState, ctx: ReactorContext): Promise<void> {
+    const trace = ctx.trace;
     const log = this.logFor(envelope, trace);
     const routed = envelope.payload;
     if (await this.doneAhead(envelope.id, this.createdAhead)) {
       log.debug('ledger create done with the completion before it', { handoff_id: routed.handoff_id });
       return;
     }
-    const body = await this.createBody(envelope.project, envelope.aggregate.id, envelope.id, routed, before);
-    const reply = await this.call('create', () => this.ledger.create(envelope.project, body, { trace }));
+    const moved = (await ctx.superseded()) ? await this.runMovedOn(envelope.project, envelope.aggregate.id, routed.handoff_id) : null;
+    if (moved !== null) {
+      await this.notOffered(envelope, moved, log, trace);
+      return;
+    }
+    const body = await this.createBody(ctx.ref, { id: envelope.id, seq: ctx.seq, payload: routed }, before, null, log);
+    const reply = await callLedger('create', () => this.ledger.create(envelope.project, body, { trace }));
     if (!reply.ok && !CREATE_DONE.has(reply.error.code)) {
       // The ledger refused to create the routed handoff; a retry would be refused alike. A HANDOFF
       // route's child failed before it accepted: the route's ON_FAILURE runs (seed 001). Any other
@@ -227,11 +252,69 @@ export class DispatchReactor {
       await this.failHandoff(envelope, routed.handoff_id, reply.error.code, reply.error.message, log, trace);
       return;
     }
-    this.settle('create', reply, CREATE_DONE, log.child({ handoff_id: routed.handoff_id, to_agent: routed.target.agent }));
+    settleLedgerReply('create', reply, CREATE_DONE, log.child({ handoff_id: routed.handoff_id, to_agent: routed.target.agent }));
   }
 
-  /** The ledger `create` for a routed event, with the run as it stood just before it. */
-  private async createBody(project: string, workflowRunId: string, eventId: string, routed: RunRouted, before: RunState): Promise<CreateHandoffBody> {
+  /**
+   * The callee's result whose answer the route at `routed.seq` carries back to its caller
+   * (`context.returned`), found as {@link answerLookup} says; null when the route gives control back
+   * to no caller, or the result cannot be found. `known` is a result at hand (the one the same
+   * command stored just before the route): taken when it is the route's cause, without a read.
+   */
+  private async answerFor(
+    ref: AggregateRef,
+    routed: { seq: number; payload: RunRouted },
+    agents: readonly AgentDefinition[],
+    known: RunResultRecorded | null,
+    log: JsonLogger | null,
+  ): Promise<RunResultRecorded | null> {
+    const lookup = answerLookup(routed.payload, agents);
+    if (lookup === null) return null;
+    if (lookup.kind === 'cause' && known !== null && known.result_id === lookup.resultId) return known;
+    const answer = await this.lookBack(ref, routed.seq, answerScan(lookup));
+    if (answer === null && lookup.kind === 'cause')
+      (log ?? this.runtime.logger).warn("a route back to the caller without its callee's result: no context.returned", {
+        project: ref.project,
+        workflow_run_id: ref.id,
+        result_id: lookup.resultId,
+      });
+    return answer;
+  }
+
+  /**
+   * Read the run's events before the route at `routedSeq`, newest first, until `scan` finds the
+   * answer or says there is none: in windows of stream sequences ({@link ANSWER_LOOKBACK}, then
+   * four times more each time: other aggregates' events may lie between), as far as the stream's
+   * start at worst. Null when none is found.
+   */
+  private async lookBack(ref: AggregateRef, routedSeq: number, scan: (event: LookBackEvent) => LookBackVerdict): Promise<RunResultRecorded | null> {
+    let until = routedSeq - 1;
+    for (let span = ANSWER_LOOKBACK; until > 0; span *= 4) {
+      const after = Math.max(0, until - span);
+      const { events } = await this.runtime.store.read(ref, { afterSeq: after, untilSeq: until });
+      for (let i = events.length - 1; i >= 0; i--) {
+        const verdict = scan(events[i]!);
+        if (verdict === 'none') return null;
+        if (verdict !== 'older') return verdict.found;
+      }
+      until = after;
+    }
+    return null;
+  }
+
+  /**
+   * The ledger `create` for the routed event `routed` (its id, stream sequence and payload), with the
+   * run as it stood just before it, and the callee's answer when the route gives control back to a
+   * caller ({@link answerFor}; `known`: the result at hand, see there).
+   */
+  private async createBody(
+    ref: AggregateRef,
+    routed: { id: string; seq: number; payload: RunRouted },
+    before: RunState,
+    known: RunResultRecorded | null,
+    log: JsonLogger | null = null,
+  ): Promise<CreateHandoffBody> {
+    const { project, id: workflowRunId } = ref;
     const workflow = before.status === 'none' ? null : before.workflow;
     let agents: readonly AgentDefinition[] = [];
     let execution: ExecutionSettings | undefined;
@@ -244,16 +327,70 @@ export class DispatchReactor {
     return createHandoffRequest({
       project,
       workflowRunId,
-      eventId,
-      routed,
+      eventId: routed.id,
+      routed: routed.payload,
       workflow,
       agents,
       variables: before.status === 'none' ? {} : before.variables,
       // A returnable child handoff carries a deadline: past it the watchdog expires it and the
       // handoff-deadline reactor times the child out (ON_FAILURE). Delegation is never lost.
-      deadlineAt: returnableDeadlineAt(routed, before.status === 'none' ? null : before.pendingHandoff, agents, execution),
+      deadlineAt: returnableDeadlineAt(routed.payload, before.status === 'none' ? null : before.pendingHandoff, agents, execution),
       // Its parent is its caller and return address ("Your Team", seed 000 §7).
-      returnableParent: returnableParent(routed, before.status === 'none' ? null : before.pendingHandoff),
+      returnableParent: returnableParent(routed.payload, before.status === 'none' ? null : before.pendingHandoff),
+      // Control comes back to a caller: it re-enters with the callee's answer (seed 000 §5).
+      answer: await this.answerFor(ref, routed, agents, known, log),
+    });
+  }
+
+  /**
+   * The run as it stands now when it is no longer running on the routed handoff `handoffId` —
+   * stopped (the watchdog's circuit, say, stops a run at the very hop that routed it), held or
+   * finished with no later route — else null (the handoff is to be offered). Decided by event
+   * order: the run's fold through its last stored event (callers read it only when the run has
+   * events after the route); never by the clock.
+   */
+  private async runMovedOn(project: string, workflowRunId: string, handoffId: string): Promise<StartedRunState | null> {
+    const { state } = await this.runtime.store.current(runRef(project, workflowRunId), routerRunDecider);
+    if (state.status === 'none' || state.status === 'running' || state.handoffId !== handoffId) return null;
+    return state;
+  }
+
+  /**
+   * A routed handoff whose run stopped (or was held, or finished) before the handoff was offered is
+   * not created: no agent starts work that the stop's abandon would take away milliseconds later
+   * (the stop's abandon then finds nothing: `not_found`, done). The run still learns the handoff
+   * ended — `handoff_failed` (reason `ended`, code {@link HANDOFF_NOT_OFFERED_CODE}): a pending
+   * returnable child's end is recorded (`run.handoff_completed`, outcome `error`) and the run stays
+   * as it is until a person answers (its ON_FAILURE does not run over a stop); for any other handoff
+   * it is a no-op. Event ids derive from the routed event's id, so a redelivery records it once.
+   */
+  private async notOffered(envelope: RunRoutedEvent, run: StartedRunState, log: JsonLogger, trace: HopTrace): Promise<void> {
+    const handoffId = envelope.payload.handoff_id;
+    const why = run.status === 'stopped' ? ` (${run.openStop.why}, packet ${run.openStop.packet_id})` : '';
+    const message = `not offered: run ${run.workflowRunId} was ${run.status}${why} before its handoff was created`.slice(0, Limits.maxShortText);
+    // The stop's time (the child's end), else the route's: the same on every redelivery.
+    const now = run.status === 'stopped' ? run.openStop.created_at : envelope.occurredAt;
+    const outcome = await this.runs.runWithDefinitions(
+      runRef(envelope.project, envelope.aggregate.id),
+      (definitions) => ({
+        kind: 'handoff_failed',
+        failure: { handoff_id: handoffId, code: HANDOFF_NOT_OFFERED_CODE, message, reason: HandoffFailureReason.ended },
+        definitions,
+        metadata: { now, actor: ROUTER_ACTOR },
+      }),
+      { kind: 'handoff_failed', id: envelope.id, actor: ROUTER_ACTOR, origin: 'engine_fallback', workflowRunId: envelope.aggregate.id, now, trace },
+    );
+    if (!outcome.ok) {
+      log.warn('a routed handoff of a run that is no longer running was not offered; the run did not take its end', {
+        handoff_id: handoffId,
+        code: outcome.error.code,
+      });
+      return;
+    }
+    log.info('a routed handoff of a run that is no longer running was not offered', {
+      handoff_id: handoffId,
+      status: run.status,
+      events: outcome.events.map((e) => e.type),
     });
   }
 
@@ -288,8 +425,18 @@ export class DispatchReactor {
     // The run's next event is the routed one this result caused (the router appended both):
     // complete this handoff and create the next in one request, in that order. Its body needs the
     // project's definitions; when they cannot be read now, the completion does not wait for them.
-    const routed = next !== null && next.type === 'run.routed' && Date.now() >= this.separateUntil ? (next.payload as RunRouted) : null;
-    const create = next && routed ? await this.createBody(envelope.project, envelope.aggregate.id, next.id, routed, state.after).catch(() => null) : null;
+    let routed = next !== null && next.type === 'run.routed' && Date.now() >= this.separateUntil ? (next.payload as RunRouted) : null;
+    // The run stopped (or was held, or finished) after that route: complete this handoff only; the
+    // routed event's own delivery does not create the next one (see createHandoff).
+    if (
+      next !== null &&
+      routed !== null &&
+      (await this.runtime.store.hasEventsAfter(ctx.ref, next.seq)) &&
+      (await this.runMovedOn(envelope.project, envelope.aggregate.id, routed.handoff_id)) !== null
+    )
+      routed = null;
+    const create =
+      next && routed ? await this.createBody(ctx.ref, { id: next.id, seq: next.seq, payload: routed }, state.after, envelope.payload).catch(() => null) : null;
     // Anything short of a completion done (refused or not yet possible, the ledger unreachable):
     // the separate requests below give it the one treatment every completion gets.
     if (
@@ -299,7 +446,7 @@ export class DispatchReactor {
       (await this.sendCombined(envelope.project, { complete: body, create }, { id: next.id, payload: routed }, trace, log, completeLog))
     )
       return;
-    const reply = await this.call('complete_from_result', () => this.ledger.completeFromResult(envelope.project, body, { trace }));
+    const reply = await callLedger('complete_from_result', () => this.ledger.completeFromResult(envelope.project, body, { trace }));
     if (!reply.ok && reply.error.code === 'not_found') {
       // Its `run.routed` may be held by an instance that died (redelivered only after the 30 s ack
       // wait), or still be waiting out a ledger outage: back off by delivery count (1, 5, 15, 30 s)
@@ -308,7 +455,7 @@ export class DispatchReactor {
       // dead-letter the completion at its first "not yet".
       throw new TransientError(`handoff ${handoffId} does not exist yet`, { unbounded: true });
     }
-    this.settle('complete_from_result', reply, COMPLETE_DONE, completeLog);
+    settleLedgerReply('complete_from_result', reply, COMPLETE_DONE, completeLog);
   }
 
   /**
@@ -330,7 +477,7 @@ export class DispatchReactor {
       workflow_run_id: envelope.aggregate.id,
       handoff_id: handoffId,
     });
-    const reply = await this.call('abandon', () =>
+    const reply = await callLedger('abandon', () =>
       this.ledger.abandon(
         envelope.project,
         {
@@ -344,39 +491,6 @@ export class DispatchReactor {
         { trace },
       ),
     );
-    this.settle('abandon', reply, ABANDON_DONE, log);
-  }
-
-  private async call(command: string, send: () => Promise<LedgerReply>): Promise<LedgerReply> {
-    let reply: LedgerReply;
-    try {
-      reply = await send();
-    } catch (error) {
-      // No ledger answered (a restart, an outage): the event's work is owed whatever the outage's
-      // length, and an event's letter cannot be redriven — retry until a ledger answers.
-      throw new TransientError(`ledger ${command} failed: ${String(error)}`, { cause: error, unbounded: true });
-    }
-    // `unavailable` (timeout, no responders, store down) is retried until it passes; `internal` (a
-    // ledger fault) a few times. Refusals (`wrong_state`, `invalid`, `forbidden`, `rejected`) will not pass.
-    if (!reply.ok && reply.error.kind === 'unavailable') {
-      throw new TransientError(`ledger ${command}: ${reply.error.code}: ${reply.error.message}`, { unbounded: true });
-    }
-    if (!reply.ok && reply.error.kind === 'internal') {
-      throw new TransientError(`ledger ${command}: ${reply.error.code}: ${reply.error.message}`, { delayMs: LEDGER_RETRY_DELAY_MS });
-    }
-    return reply;
-  }
-
-  private settle(command: string, reply: LedgerReply, done: ReadonlySet<string>, log: JsonLogger): void {
-    if (reply.ok) {
-      log.info(`ledger ${command} ${reply.events > 0 ? 'applied' : 'already applied'}`, { status: reply.handoff.status });
-      return;
-    }
-    if (isDone(reply, done)) {
-      log.info(`ledger ${command} already done`, { code: reply.error.code });
-      return;
-    }
-    log.error(`ledger refused ${command}`, { code: reply.error.code, reason: reply.error.message });
-    throw new PoisonError(`ledger refused ${command}: ${reply.error.code}: ${reply.error.message}`, 'ledger_refused');
+    settleLedgerReply('abandon', reply, ABANDON_DONE, log);
   }
 }

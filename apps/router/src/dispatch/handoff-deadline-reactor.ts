@@ -71,17 +71,19 @@ export class HandoffDeadlineReactor {
 
   /**
    * A handoff of a run that ended without a result — failed by its claimer or a person, abandoned
-   * by a person (the router's own abandon of a stopped run's handoff is not news to the run),
-   * released by its claimer (declined: a released handoff is never offered again) —
-   * becomes `handoff_failed` with reason `ended`: a pending returnable child applies its ON_FAILURE,
-   * the handoff the running run's agent worked on holds the run for a person; anything else is a
-   * no-op (see the run decider).
+   * by a person or by the router (its abandon of a stopped run's handoff: the run is stopped, so a
+   * pending returnable child's end is recorded, `run.handoff_completed`, and nothing else moves —
+   * without it the child stayed pending and its parent waiting for ever, even once the run was
+   * terminated), released by its claimer (declined: a released handoff is never offered again) —
+   * becomes `handoff_failed` with reason `ended`: a pending returnable child applies its ON_FAILURE
+   * (a running run) or is recorded as ended (a stopped or held one), the handoff the running run's
+   * agent worked on holds the run for a person; anything else is a no-op (see the run decider: an
+   * answered stop routes on with a new handoff, so the router's abandon of the old one never holds it).
    */
   private async ended(envelope: HandoffEndedEvent, handoff: HandoffState, trace: HopTrace): Promise<void> {
     const data = envelope.payload;
     const ending = endingOf(envelope);
     const by = ending.by;
-    if (by === ROUTER_ACTOR) return;
     const created = handoff.status === 'absent' ? null : handoff;
     const run = created === null ? null : handoffRun(created);
     if (run === null) return;

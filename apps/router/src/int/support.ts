@@ -1,14 +1,142 @@
-// Shared pieces of the router's integration tests (real NATS): removing a test's streams, and
-// claiming a handoff the way the ledger and an agent's SDK would (they poll with @baton/wait).
-import type { PublishDefinitionReply } from '@baton/contracts';
+// Shared pieces of the router's integration tests (real NATS): the router with the real ledger and
+// watchdog in-process on a test's own prefix, removing a test's streams, and claiming a handoff the
+// way the ledger and an agent's SDK would (they poll with @baton/wait).
+import { randomBytes } from 'node:crypto';
+import { createEventRegistry, type PublishDefinitionReply } from '@baton/contracts';
 import { deriveId, evolveRun, handoffDecider, initialRunState, type RunEvent, type RunState } from '@baton/domain';
-import { batonStreamNames, headersFrom, type EventStore, type NatsHandle } from '@baton/eventstore';
+import { batonStreamNames, connectNats, deploymentStreamNames, headersFrom, JetStreamEventStore, type EventStore, type NatsHandle } from '@baton/eventstore';
+import type { RunningService } from '@baton/platform';
+// The real ledger and watchdog in-process (test-only cross-app imports).
+// eslint-disable-next-line @nx/enforce-module-boundaries
+import { startLedger } from '../../../ledger/src/ledger';
+// eslint-disable-next-line @nx/enforce-module-boundaries
+import { startWatchdog } from '../../../watchdog/src/bootstrap';
+import { startRouter } from '../router.app';
 import { RouterSubjects } from '../shared/subjects';
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
+
+const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
+
+/** A service a router test runs in-process. */
+export type InProcessService = 'ledger' | 'router' | 'watchdog';
+
+export interface InProcessOptions {
+  /** The letters the random prefix begins with (`cg` → `cg3f9a1c02d7`): which spec's streams these are. */
+  tag: string;
+  /** The services to start, in this order (default: the ledger, then the router); start others later with `start`. */
+  services?: readonly InProcessService[];
+  /** Settings over the defaults every service is given (see {@link startInProcess}). */
+  env?: Record<string, string>;
+}
+
+/** The router, the ledger and the watchdog as a test runs them: in this process, on a prefix of its own, over the real NATS. */
+export interface InProcessDeployment {
+  readonly prefix: string;
+  /** What every service is started with. */
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** The test's own connection. */
+  readonly nats: NatsHandle;
+  /** The prefix's event store, on the test's connection. */
+  readonly store: JetStreamEventStore;
+  /** `name` as it runs now; throws when it does not run. */
+  service(name: InProcessService): RunningService;
+  /** Start `name` (never started, or stopped by `stop`) with {@link env}. */
+  start(name: InProcessService): Promise<RunningService>;
+  /** Stop `name` (as a deploy or a crash would); nothing when it does not run. */
+  stop(name: InProcessService): Promise<void>;
+  /** Stop what still runs (the watchdog, the router, the ledger, in that order), delete the prefix's streams, close the connection. */
+  close(): Promise<void>;
+}
+
+const starters: Record<InProcessService, (env: Record<string, string | undefined>) => Promise<RunningService>> = {
+  ledger: (env) => startLedger(env),
+  router: (env) => startRouter(env),
+  watchdog: (env) => startWatchdog({ env }),
+};
+
+/**
+ * Connect to NATS (NATS_URL, default 127.0.0.1:4222) and start `services` in-process on a random
+ * prefix of the spec's `tag`, each with this process's environment, `BATON_PREFIX`, `HTTP_PORT` 0,
+ * `LOG_LEVEL` error and the watchdog ticking every 200 ms and retrying after 300 ms
+ * (`WATCHDOG_TICK_MS`, `WATCHDOG_RETRY_MS`), then `options.env` over those. Call `close` in `afterAll`.
+ */
+export async function startInProcess(options: InProcessOptions): Promise<InProcessDeployment> {
+  const prefix = `${options.tag}${randomBytes(5).toString('hex')}`;
+  const env = {
+    ...process.env,
+    NATS_URL,
+    BATON_PREFIX: prefix,
+    HTTP_PORT: '0',
+    LOG_LEVEL: 'error',
+    WATCHDOG_TICK_MS: '200',
+    WATCHDOG_RETRY_MS: '300',
+    ...options.env,
+  };
+  const nats = await connectNats({ servers: NATS_URL, reconnect: false });
+  const store = new JetStreamEventStore({ js: nats.js, jsm: nats.jsm, prefix, registry: createEventRegistry() });
+  const running = new Map<InProcessService, RunningService>();
+  const stop = async (name: InProcessService) => {
+    const service = running.get(name);
+    running.delete(name);
+    await service?.stop();
+  };
+  const deployment: InProcessDeployment = {
+    prefix,
+    env,
+    nats,
+    store,
+    service(name) {
+      const service = running.get(name);
+      if (service === undefined) throw new Error(`the ${name} does not run`);
+      return service;
+    },
+    async start(name) {
+      if (running.has(name)) throw new Error(`the ${name} runs already`);
+      const service = await starters[name](env);
+      running.set(name, service);
+      return service;
+    },
+    stop,
+    async close() {
+      for (const name of ['watchdog', 'router', 'ledger'] as const) await stop(name);
+      for (const stream of deploymentStreamNames(prefix)) await nats.jsm.streams.delete(stream).catch(() => undefined);
+      await nats.close();
+    },
+  };
+  try {
+    for (const name of options.services ?? ['ledger', 'router']) await deployment.start(name);
+  } catch (error) {
+    await deployment.close();
+    throw error;
+  }
+  return deployment;
+}
+
+/**
+ * The two-step `ship` workflow of `project` the router's tests run: `code` (coder), then `review`
+ * (reviewer, terminal); with `helper`, an agent of that name no step names (a delegate).
+ */
+export function shipDefinition(project: string, options: { helper?: boolean } = {}) {
+  return {
+    project,
+    agents: [{ name: 'coder', role: 'Coder' }, { name: 'reviewer', role: 'Reviewer' }, ...(options.helper ? [{ name: 'helper', role: 'Helper' }] : [])],
+    workflows: [
+      {
+        name: 'ship',
+        version: 1,
+        entry: 'code',
+        steps: [
+          { id: 'code', agent: 'coder', next: 'review' },
+          { id: 'review', agent: 'reviewer', terminal: true },
+        ],
+      },
+    ],
+  };
+}
 
 /** Publish `definition` for `project` the way `baton publish-definition` does (core NATS request to the router) and return its parsed reply. */
 export async function publishDefinition(

@@ -3,13 +3,15 @@ import type { MeshEvent } from '@baton/contracts';
 import { meshDecider, type MeshState } from '@baton/domain';
 import { PoisonError, TransientError, reactor, type HopTrace, type Reactor, type ReactorEvent } from '@baton/eventstore';
 import { RUNTIME, type JsonLogger, type ServiceRuntime } from '@baton/platform';
-import { LEDGER, type LedgerReply, type RouterLedger } from '../dispatch/ledger';
+import { LEDGER, callLedger, settleLedgerReply, type RouterLedger } from '../dispatch/ledger';
+import { sayResultRefused } from '../shared/result-refused';
 import { meshHandoffRequest, type MeshHandedOff } from './mesh-handoff-request';
 
 type MeshEventOf<T extends MeshEvent['type']> = ReactorEvent<Extract<MeshEvent, { type: T }>>;
 
-/** Delay before a ledger call that could not reach the ledger is retried. */
-export const MESH_LEDGER_RETRY_DELAY_MS = 1000;
+/** Ledger codes that mean "already done": the reactor's effect happened before. */
+const CREATE_DONE = new Set(['already_exists']);
+const COMPLETE_DONE = new Set(['handoff_not_open']);
 
 /**
  * The mesh reactor: a durable consumer of the mesh events (`<prefix>.ev.*.mesh.*`) that carries
@@ -23,8 +25,10 @@ export const MESH_LEDGER_RETRY_DELAY_MS = 1000;
  * - `mesh.turn_recorded` → ledger `complete_from_result` for the handoff the turn answered
  *   (idempotency key = the result id; `handoff_not_open` counts as done; `not_found` is retried:
  *   the create may still be on its way).
+ * - `mesh.turn_rejected` of an agent's turn → told to that agent on its own
+ *   `<agent inbox>.refused` (`result-refused.json`, a hint: docs/meshes.md), and logged.
  * - `mesh.completed`, `mesh.stopped` (the notifier turns the stop packet into an inbox item),
- *   `mesh.handoff_ignored`, `mesh.turn_rejected`: logged only.
+ *   `mesh.handoff_ignored`: logged only.
  *
  * Ledger unreachable or failing → TransientError (nak with delay); any other refusal →
  * PoisonError (`ledger_refused`, dead letter).
@@ -55,8 +59,11 @@ export class MeshReactor {
         }),
       'mesh.handoff_ignored': (event, _state, ctx) =>
         this.logFor(event, ctx.trace).warn('mesh handoff call ignored', { agent: event.payload.agent, tool: event.payload.tool, reason: event.payload.reason }),
-      'mesh.turn_rejected': (event, _state, ctx) =>
-        this.logFor(event, ctx.trace).warn('mesh turn rejected', { agent: event.payload.agent, code: event.payload.code, reason: event.payload.message }),
+      'mesh.turn_rejected': (event, _state, ctx) => {
+        const log = this.logFor(event, ctx.trace);
+        log.warn('mesh turn rejected', { agent: event.payload.agent, code: event.payload.code, reason: event.payload.message });
+        sayResultRefused(this.runtime, { ...event, runId: event.aggregate.id, seq: ctx.seq }, log);
+      },
       'mesh.notice_emitted': (event, _state, ctx) =>
         this.logFor(event, ctx.trace).info('mesh notice emitted', {
           notice_id: event.payload.notice.notice_id,
@@ -104,15 +111,15 @@ export class MeshReactor {
       ...(handedOff?.handover !== undefined ? { handover: handedOff.handover } : {}),
       ...(handedOff?.resume !== undefined ? { resume: handedOff.resume } : {}),
     });
-    const reply = await this.call('create', () => this.ledger.create(envelope.project, body, { trace }));
-    this.settle('create', reply, 'already_exists', log.child({ handoff_id: payload.handoff_id, to_agent: body.to_agent }));
+    const reply = await callLedger('create', () => this.ledger.create(envelope.project, body, { trace }));
+    settleLedgerReply('create', reply, CREATE_DONE, log.child({ handoff_id: payload.handoff_id, to_agent: body.to_agent }));
   }
 
   private async closeTurn(envelope: MeshEventOf<'mesh.turn_recorded'>, trace: HopTrace): Promise<void> {
     const log = this.logFor(envelope, trace);
     const turn = envelope.payload;
     if (turn.handoff_id === null) return;
-    const reply = await this.call('complete_from_result', () =>
+    const reply = await callLedger('complete_from_result', () =>
       this.ledger.completeFromResult(
         envelope.project,
         {
@@ -133,36 +140,6 @@ export class MeshReactor {
       // Waits for its creation as long as it takes (see DispatchReactor: a turn follows a claim).
       throw new TransientError(`handoff ${turn.handoff_id} does not exist yet`, { unbounded: true });
     }
-    this.settle('complete_from_result', reply, 'handoff_not_open', log.child({ handoff_id: turn.handoff_id, result_id: turn.result_id }));
-  }
-
-  private async call(command: string, send: () => Promise<LedgerReply>): Promise<LedgerReply> {
-    let reply: LedgerReply;
-    try {
-      reply = await send();
-    } catch (error) {
-      // No ledger answered: retried until one does (see DispatchReactor.call).
-      throw new TransientError(`ledger ${command} failed: ${String(error)}`, { cause: error, unbounded: true });
-    }
-    if (!reply.ok && reply.error.kind === 'unavailable') {
-      throw new TransientError(`ledger ${command}: ${reply.error.code}: ${reply.error.message}`, { unbounded: true });
-    }
-    if (!reply.ok && reply.error.kind === 'internal') {
-      throw new TransientError(`ledger ${command}: ${reply.error.code}: ${reply.error.message}`, { delayMs: MESH_LEDGER_RETRY_DELAY_MS });
-    }
-    return reply;
-  }
-
-  private settle(command: string, reply: LedgerReply, doneCode: string, log: JsonLogger): void {
-    if (reply.ok) {
-      log.info(`ledger ${command} ${reply.events > 0 ? 'applied' : 'already applied'}`, { status: reply.handoff.status });
-      return;
-    }
-    if (reply.error.code === doneCode) {
-      log.info(`ledger ${command} already done`, { code: reply.error.code });
-      return;
-    }
-    log.error(`ledger refused ${command}`, { code: reply.error.code, reason: reply.error.message });
-    throw new PoisonError(`ledger refused ${command}: ${reply.error.code}: ${reply.error.message}`, 'ledger_refused');
+    settleLedgerReply('complete_from_result', reply, COMPLETE_DONE, log.child({ handoff_id: turn.handoff_id, result_id: turn.result_id }));
   }
 }

@@ -3,6 +3,7 @@ import { Ctx, EventPattern } from '@nestjs/microservices';
 import { JetStreamContext, JetStreamExceptionFilter } from '@baton/platform';
 import { AnswerMeshStopUseCase } from './answer-mesh-stop';
 import { routerConsumer } from '../shared/ordering';
+import { inboundOrigin } from '../shared/refusal-budget';
 import { MeshPatterns } from './mesh-subjects';
 import { MeshReactor } from './mesh-reactor';
 import { RecordMeshTurnUseCase } from './record-mesh-turn';
@@ -37,7 +38,7 @@ export class MeshesController {
 
   @EventPattern(MeshPatterns.meshResult, routerConsumer(MeshPatterns.meshResult))
   onTurn(@Ctx() ctx: JetStreamContext): Promise<void> {
-    return this.recordTurn.execute(ctx.subject, ctx.data, ctx.trace, ctx.storedAt);
+    return this.recordTurn.execute(ctx.subject, ctx.data, ctx.trace, ctx.storedAt, inboundOrigin(ctx, MeshPatterns.meshResult));
   }
 
   @EventPattern(MeshPatterns.meshAnswer, routerConsumer(MeshPatterns.meshAnswer))

@@ -3,6 +3,7 @@ import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { DefinitionCatalog } from '../definitions/definition-catalog';
 import { createRouterLedger, LEDGER } from '../dispatch/ledger';
 import { HandoffClaims } from '../shared/handoff-claims';
+import { RefusalBudget } from '../shared/refusal-budget';
 import { AnswerMeshStopUseCase } from './answer-mesh-stop';
 import { MeshCommands } from './mesh-commands';
 import { MeshReactor } from './mesh-reactor';
@@ -24,13 +25,15 @@ import { StartMeshUseCase } from './start-mesh';
     RecordMeshTurnUseCase,
     AnswerMeshStopUseCase,
     MeshReactor,
+    RefusalBudget,
     {
       provide: LEDGER,
       inject: [RUNTIME],
       useFactory: (runtime: ServiceRuntime) => createRouterLedger(runtime.nats, runtime.config.BATON_PREFIX),
     },
   ],
-  // The run stop use case stops a mesh when the watchdog's stop names a mesh run.
-  exports: [MeshCommands],
+  // The run stop use case stops a mesh when the watchdog's stop names a mesh run. One budget of
+  // refusals recorded on runs and meshes for the whole router: the run commands take it from here.
+  exports: [MeshCommands, RefusalBudget],
 })
 export class MeshesModule {}

@@ -192,3 +192,81 @@ describe('a result completed after its append was cut short (resuming)', () => {
     expect(routerRunDecider.resuming?.(recordCmd('issue'), [])).toEqual(recordCmd('issue'));
   });
 });
+
+describe('refused results of an agent the run does not wait for are recorded up to a cap (ROUTER_FOREIGN_REFUSALS_PER_RUN)', () => {
+  /** The router's `reject` of `agent`'s result `id` (refused `code`), with the cap. */
+  const rejectCmd = (agent: string, id: string, cap: number, code = 'unexpected_agent'): RouterRunCommand => ({
+    kind: 'reject',
+    command: {
+      type: 'reject_result',
+      data: { result_id: id, agent, code, message: `refused ${id}`, refused: 'result', handoff_id: ENTRY, claim_id: 'claim-made-up' },
+      metadata: { now: NOW, actor: 'baton-router' },
+    },
+    foreignCap: cap,
+  });
+  /** Decide each command on the state the ones before left, as the store does; the codes of the refusals. */
+  const play = (state: RunState, commands: RouterRunCommand[]) => {
+    const refused: string[] = [];
+    for (const command of commands) {
+      const decided = routerRunDecider.decide(command, state);
+      if (!decided.ok) refused.push(decided.error.code);
+      else state = decided.events.reduce((s: RunState, e: RunEvent) => routerRunDecider.evolve(s, e), state);
+    }
+    return { state, refused };
+  };
+  const rejectedOn = (state: RunState) => (state.status === 'none' ? [] : [...state.processedIds]);
+
+  it('another agent`s refused results: the first `cap` are recorded, the rest refused foreign_refusals_spent with the refusal it stands for', () => {
+    const { state, refused } = play(
+      started(),
+      Array.from({ length: 10 }, (_, i) => rejectCmd('context', `spam-${i}`, 3)),
+    );
+    expect(refused).toEqual(Array(7).fill('foreign_refusals_spent'));
+    expect(rejectedOn(state)).toEqual(['wr-1', 'spam-0', 'spam-1', 'spam-2']);
+    expect(state.status !== 'none' && state.foreignRefusals).toEqual({ context: 3 });
+    const past = routerRunDecider.decide(rejectCmd('context', 'spam-9', 3), state);
+    expect(past).toMatchObject({
+      ok: false,
+      error: { code: 'foreign_refusals_spent', kind: 'forbidden', details: { agent: 'context', refused_code: 'unexpected_agent', recorded: 3, cap: 3 } },
+    });
+    expect(!past.ok && past.error.message).toContain('unexpected_agent: refused spam-9');
+    // A refusal recorded before the cap was reached is a redelivery: accepted, nothing new.
+    expect(routerRunDecider.decide(rejectCmd('context', 'spam-1', 3), state)).toEqual({ ok: true, events: [] });
+  });
+
+  it('the run`s own agent`s refused results are always recorded, and count nothing against another agent`s cap; 0 is no cap', () => {
+    const own = play(
+      started(),
+      Array.from({ length: 10 }, (_, i) => rejectCmd('issue', `own-${i}`, 1, 'claim_mismatch')),
+    );
+    expect(own.refused).toEqual([]);
+    expect(own.state.status !== 'none' && own.state.foreignRefusals).toBeNull();
+    expect(play(own.state, [rejectCmd('context', 'c-0', 1), rejectCmd('context', 'c-1', 1)]).refused).toEqual(['foreign_refusals_spent']);
+    expect(
+      play(
+        started(),
+        Array.from({ length: 10 }, (_, i) => rejectCmd('context', `c-${i}`, 0)),
+      ).refused,
+    ).toEqual([]);
+  });
+
+  it('each agent has its own count on each run, and answers and messages are not counted', () => {
+    const answer: RouterRunCommand = {
+      kind: 'reject',
+      command: {
+        type: 'reject_result',
+        data: { result_id: 'a-1', agent: 'operator', code: 'run_not_stopped', message: 'no', refused: 'answer' },
+        metadata: { now: NOW, actor: 'baton-router' },
+      },
+      foreignCap: 1,
+    };
+    const { state, refused } = play(started(), [
+      rejectCmd('context', 'c-0', 1),
+      rejectCmd('ghost', 'g-0', 1),
+      answer,
+      { ...answer, command: { ...answer.command, data: { ...answer.command.data, result_id: 'a-2' } } },
+    ]);
+    expect(refused).toEqual([]);
+    expect(state.status !== 'none' && state.foreignRefusals).toEqual({ context: 1, ghost: 1 });
+  });
+});

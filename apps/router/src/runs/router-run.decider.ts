@@ -13,6 +13,9 @@ import {
   initialRunState,
   reject,
   RunErrorCode,
+  foreignRefusalsOf,
+  idleRefusalsOf,
+  waitsForNoResult,
   type Decider,
   type HandoffClaimView,
   type HandoffFailureReason,
@@ -34,7 +37,18 @@ import { pinnedForRun, type DefinitionState } from '../definitions/definition.de
  */
 export type RouterRunCommand =
   | { kind: 'start'; command: StartRun }
-  | { kind: 'reject'; command: RejectResult }
+  | {
+      kind: 'reject';
+      command: RejectResult;
+      /**
+       * Most refused results of an agent the run does not wait for that the run records
+       * (`ROUTER_FOREIGN_REFUSALS_PER_RUN`; absent or 0: no cap): past it the refusal is refused
+       * `foreign_refusals_spent`, and the router dead-letters the result instead. The same cap holds
+       * the run's own agent's refused results while the run waits for no result (held, stopped,
+       * finished, waiting for the customer): past it `idle_refusals_spent`.
+       */
+      foreignCap?: number;
+    }
   | { kind: 'stop'; command: StopRun }
   | {
       kind: 'result';
@@ -71,14 +85,29 @@ export const RouterRunErrorCode = {
   definitionMissing: 'definition_missing',
   /** The result names an agent the run's project definition does not list. */
   unknownAgent: 'unknown_agent',
+  /**
+   * A refused result of an agent the run does not wait for, when the run already holds its cap of
+   * such refusals of that agent (`ROUTER_FOREIGN_REFUSALS_PER_RUN`): not recorded on the run; the
+   * router dead-letters the result with this reason, under its sender's budget of letters.
+   */
+  foreignRefusalsSpent: 'foreign_refusals_spent',
+  /**
+   * A refused result of the agent the run waited for, sent while the run waits for no agent result
+   * (held, stopped, completed, terminated, or waiting for the customer: `run_not_running`,
+   * `awaiting_input`), when the run already holds its cap of such refusals of that agent
+   * (`ROUTER_FOREIGN_REFUSALS_PER_RUN`): not recorded on the run; the router dead-letters the
+   * result with this reason, under its sender's budget of letters.
+   */
+  idleRefusalsSpent: 'idle_refusals_spent',
 } as const;
 
 function decide(command: RouterRunCommand, state: RunState): DecisionResult<RunEvent> {
   switch (command.kind) {
     case 'start':
-    case 'reject':
     case 'stop':
       return decideRun(command.command, state);
+    case 'reject':
+      return decideReject(command.command, state, command.foreignCap ?? 0);
     case 'result': {
       const { result, definitions, metadata } = command;
       if (state.status === 'none') return reject(DomainErrorKind.notFound, RunErrorCode.runNotFound, `run ${result.workflow_run_id} has not started`);
@@ -138,6 +167,44 @@ function decide(command: RouterRunCommand, state: RunState): DecisionResult<RunE
     default:
       return assertNever(command, 'router run command');
   }
+}
+
+/**
+ * Record a refusal (`reject_result`), unless the run already holds `cap` (0: no cap) refusals of
+ * its sender's results that it records without bound otherwise:
+ *
+ * - a refused result of an agent the run does not wait for (`foreignRefusals`): an agent may
+ *   publish a result naming any run of its project, and each refusal recorded is an event on that
+ *   run, read by every later decision on it — past the cap `foreign_refusals_spent`;
+ * - a refused result of the agent the run waited for, while the run waits for no agent result
+ *   (held, stopped, finished, waiting for the customer: `idleRefusals`) — a finished run's last
+ *   agent could append to it for ever — past the cap `idle_refusals_spent`. These refusals
+ *   (`run_not_running`, `awaiting_input`) are none the guards read as a failure on the run
+ *   (`OwnTurnRefusalCodes`), so the circuit loses nothing it stops a run for.
+ *
+ * Both are counted in the run's own events, the same for every router instance. The run's own
+ * agent's refusals on its turn (a stale or missing claim, the wrong workflow) are always recorded:
+ * the circuit reads them, and stops the run after `circuitFailures` of them — from then on they
+ * are refusals of a stopped run. A redelivered refusal that is recorded already is accepted with
+ * nothing new, whatever the count.
+ */
+function decideReject(command: RejectResult, state: RunState, cap: number): DecisionResult<RunEvent> {
+  const { data } = command;
+  if (cap <= 0 || state.status === 'none' || (data.refused ?? 'result') !== 'result') return decideRun(command, state);
+  const foreign = data.agent !== state.agent;
+  if (!foreign && !waitsForNoResult(state)) return decideRun(command, state);
+  if (hasProcessedId(state.processedIds, data.result_id)) return accept();
+  const recorded = foreign ? foreignRefusalsOf(state, data.agent) : idleRefusalsOf(state, data.agent);
+  if (recorded < cap) return decideRun(command, state);
+  const held = foreign
+    ? `which waits for '${state.agent}' and holds ${recorded} refused results of '${data.agent}' already`
+    : `which is ${state.status}${state.status === 'running' ? ' and waits for the customer' : ''} and holds ${recorded} refused results of '${data.agent}' sent since it waits for no result already`;
+  return reject(
+    DomainErrorKind.forbidden,
+    foreign ? RouterRunErrorCode.foreignRefusalsSpent : RouterRunErrorCode.idleRefusalsSpent,
+    `result ${data.result_id} of '${data.agent}' refused (${data.code}: ${data.message}); not recorded on run ${state.workflowRunId}, ${held} (ROUTER_FOREIGN_REFUSALS_PER_RUN ${cap})`,
+    { agent: data.agent, refused_code: data.code, recorded, cap },
+  );
 }
 
 function missingDefinition(state: Exclude<RunState, { status: 'none' }>): DecisionResult<RunEvent> {

@@ -2,6 +2,7 @@ import { Controller, UseFilters } from '@nestjs/common';
 import { Ctx, EventPattern } from '@nestjs/microservices';
 import { JetStreamContext, JetStreamExceptionFilter } from '@baton/platform';
 import { perRun, routerConsumer } from '../shared/ordering';
+import { inboundOrigin } from '../shared/refusal-budget';
 import { RouterPatterns } from '../shared/subjects';
 import { RecordResultUseCase } from './use-cases/record-result';
 import { ResumeRunUseCase } from './use-cases/resume-run';
@@ -49,12 +50,12 @@ export class RunsController {
 
   @EventPattern(RouterPatterns.sessionMessage, routerConsumer(RouterPatterns.sessionMessage, perRun))
   onMessage(@Ctx() ctx: JetStreamContext): Promise<void> {
-    return this.sessionMessage.execute(ctx.subject, ctx.data, ctx.trace, ctx.deliveryCount);
+    return this.sessionMessage.execute(ctx.subject, ctx.data, ctx.trace, ctx.deliveryCount, inboundOrigin(ctx, RouterPatterns.sessionMessage));
   }
 
   @EventPattern(RouterPatterns.agentSessionMessage, routerConsumer(RouterPatterns.agentSessionMessage, perRun))
   onAgentMessage(@Ctx() ctx: JetStreamContext): Promise<void> {
-    return this.sessionMessage.execute(ctx.subject, ctx.data, ctx.trace, ctx.deliveryCount);
+    return this.sessionMessage.execute(ctx.subject, ctx.data, ctx.trace, ctx.deliveryCount, inboundOrigin(ctx, RouterPatterns.agentSessionMessage));
   }
 
   @EventPattern(RouterPatterns.stopRequest, routerConsumer(RouterPatterns.stopRequest, perRun))

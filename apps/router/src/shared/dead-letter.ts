@@ -1,4 +1,4 @@
-import { deadLetter, letterLogFields, type DeadLetterInput, type NatsHandle } from '@baton/eventstore';
+import { deadLetter, letterLogFields, REFUSED_LETTER_BYTES, type DeadLetterInput, type NatsHandle } from '@baton/eventstore';
 import type { JsonLogger } from '@baton/platform';
 
 /**
@@ -6,8 +6,12 @@ import type { JsonLogger } from '@baton/platform';
  * the original bytes go to `<prefix>.dlq.<source>` with the reason, like a refused stream message.
  * The pseudo stream is `core`; the letter's id and sequence are derived from a digest of subject and
  * bytes (`deadLetter`), so the same bad request sent twice within the DLQ's duplicate window is
- * stored once. Never throws: a DLQ
- * that cannot be reached is logged (the caller still gets its typed rejection reply).
+ * stored once. The letter keeps the request's first {@link REFUSED_LETTER_BYTES} bytes, as the
+ * ledger's letters of refused requests do (`Baton-Dlq-Truncated`, `Baton-Dlq-Sha256` and the detail
+ * say how much there was): a core request is never redriven (`core_request`), its sender sends
+ * again, and a refused request of up to 256 KiB must not push other letters out of the shared
+ * stream. Never throws: a DLQ that cannot be reached is logged (the caller still gets its typed
+ * rejection reply).
  */
 export async function deadLetterRequest(
   nats: NatsHandle,
@@ -36,6 +40,7 @@ export async function deadLetterRequest(
     stream: 'core',
     seq: 0,
     consumer: input.consumer,
+    keepBytes: REFUSED_LETTER_BYTES,
   };
   // The services' one dead-letter line (docs/sre.md): found by source, project, trace and the ids the body names.
   logger.warn('message dead-lettered', { ...letterLogFields(letter), refused: 'request refused' });

@@ -1,4 +1,4 @@
-import { DefaultGuardConfig, guardFactOf } from '@baton/domain';
+import { DefaultGuardConfig, guardFactOf, type GuardStop } from '@baton/domain';
 import { GuardBook } from './guard-book';
 
 /**
@@ -278,6 +278,43 @@ describe('GuardBook: a late result under a claim already counted is not a second
     const book = new GuardBook({ ...DefaultGuardConfig, circuitFailures: 3 });
     book.applyFact(refused(9));
     expect(book.circuitOf('acme', 'slow')).toMatchObject({ failures: 1 });
+  });
+});
+
+/**
+ * The security audit's attack, in the book: an agent publishes results naming three runs of another
+ * agent's work (their step handoffs `ho-s-<run>`, a made-up claim). Each refusal is a failure of the
+ * sender's — its circuit opens —, but the sender is not the agent those runs wait for, so no stop is
+ * asked for them; the open circuit holds the next dispatch TO the sender, and that stop names it.
+ */
+describe('GuardBook: results refused on runs their sender has no part in open its circuit and stop none of those runs', () => {
+  it("three results of reviewer on three of coder's runs: reviewer's circuit opens, no stop; the next run routed to reviewer is held, naming reviewer", () => {
+    const book = new GuardBook({ ...DefaultGuardConfig, circuitFailures: 3 });
+    const stops: GuardStop[] = [];
+    for (const n of [1, 2, 3]) {
+      const run = `victim-${n}`;
+      const h = `ho-s-${run}`;
+      book.applyFact(
+        event(`e-c${n}`, 'handoff.created', 'handoff', h, { handoff_id: h, project: 'acme', kind: 'task', to_agent: 'coder', workflow_run_id: run }),
+      );
+      book.applyFact(event(`e-cl${n}`, 'handoff.claimed', 'handoff', h, { claimed_by: 'coder', claim_id: `c-${n}`, lease_expires_at: at, at }));
+      const bogus = event(`e-rj-${n}`, 'run.result_rejected', 'run', run, {
+        result_id: `bogus-${n}`,
+        agent: 'reviewer',
+        code: 'unexpected_agent',
+        message: `run ${run} waits for 'coder', not 'reviewer'`,
+        rejected_at: at,
+        refused: 'result',
+        handoff_id: h,
+        claim_id: 'claim-made-up',
+      });
+      stops.push(...book.applyFact(bogus));
+    }
+    expect(stops).toEqual([]);
+    expect(book.circuitOf('acme', 'reviewer')).toMatchObject({ status: 'open', failures: 3 });
+    expect(book.circuitOf('acme', 'coder')).toBeUndefined();
+    const held = book.applyFact({ kind: 'routed', event_id: 'e-r9', project: 'acme', run: 'wr-9', from: 'coder', to: 'reviewer', hop: 2, at });
+    expect(held).toEqual([expect.objectContaining({ guard: 'circuit', why: 'circuit_open', workflow_run_id: 'wr-9', agent: 'reviewer', tried: ['reviewer'] })]);
   });
 });
 

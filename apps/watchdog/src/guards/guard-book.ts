@@ -123,12 +123,14 @@ export class GuardBook {
       case 'result_rejected': {
         const claim = fact.named !== undefined ? `${fact.project}/${fact.named.handoff}/${fact.named.claim_id}` : undefined;
         if (claim !== undefined && (this.counted.get(claim) || this.withdrawn.get(claim) === fact.agent)) return [];
+        // A failure of the sender's all the same; but only a result refused on its own turn in the
+        // run (the fact names the run then) is a failure on that run, which the circuit may stop.
         return this.circuit({
           kind: 'failure',
           event_id: fact.event_id,
           project: fact.project,
           agent: fact.agent,
-          run: fact.run,
+          ...(fact.run !== undefined ? { run: fact.run } : {}),
           cause: 'result_rejected',
           at: fact.at,
           ...(fact.named !== undefined

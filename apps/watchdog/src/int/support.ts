@@ -16,7 +16,17 @@ import {
   type HandoffCommandName,
   type HandoffEvent,
 } from '@baton/contracts';
-import { evolveHandoff, handoffDecider, initialHandoffState, toHandoffRecord, type HandoffCommand, type HandoffState } from '@baton/domain';
+import {
+  evolveHandoff,
+  handoffDecider,
+  initialHandoffState,
+  runTurnFold,
+  toHandoffRecord,
+  type HandoffCommand,
+  type HandoffState,
+  type RunEvent,
+  type RunTurn,
+} from '@baton/domain';
 import {
   batonStreamNames,
   batonTopology,
@@ -54,7 +64,10 @@ type Reply = { ok: true; handoff: unknown; events: number } | { ok: false; error
 /**
  * A minimal ledger for the commands these tests use (create, claim, heartbeat, release,
  * requeue_expired, give_up_offer; a create naming another `target_project` is made there, as the ledger makes a
- * cross-project handoff, with both rosters taken to hold its delegator and addressee): takes the
+ * cross-project handoff, with both rosters taken to hold its delegator and addressee; an agent's
+ * create naming a run carries the run as stored, read with the domain's `runTurnFold` in the
+ * subject's project as the ledger reads it, so the decider applies the ledger's `not_in_run` rule —
+ * an agent names a run only while that run waits for it, run-turn.ts): takes the
  * caller from the subject's principal as the ledger does (`resolveLedgerCaller`, `mayIssue`), parses the wire body with the contracts' schemas, fills what the ledger
  * resolves (claim id from the key, default lease, escalation id; no project lead), decides with
  * `handoffDecider` and appends through `JetStreamEventStore.handleCommand` (optimistic concurrency,
@@ -113,6 +126,9 @@ export class MiniLedger {
     let lives = project;
     switch (name) {
       case 'create': {
+        // An agent naming a run: the run as stored now (in the subject's project, the source of a
+        // cross-project create), which the decider checks waits for it (`not_in_run`), as the ledger does.
+        const turn = await this.runTurnOf(project, wire['workflow_run_id'], metadata);
         const target = wire['target_project'];
         if (typeof target === 'string' && target !== project) {
           lives = target;
@@ -122,10 +138,10 @@ export class MiniLedger {
             target_visible: [String(wire['to_agent'])],
             target_accepts: true,
           };
-          command = { type: 'create', data: { ...wire, project: target, cross_project: cross } as never, metadata };
+          command = { type: 'create', data: { ...wire, ...turn, project: target, cross_project: cross } as never, metadata };
           break;
         }
-        command = { type: 'create', data: wire as never, metadata };
+        command = { type: 'create', data: { ...wire, ...turn } as never, metadata };
         break;
       }
       case 'claim':
@@ -196,6 +212,13 @@ export class MiniLedger {
     });
     if (!result.ok) return { ok: false, error: { code: result.error.code, kind: result.error.kind, message: result.error.message } };
     return { ok: true, handoff: toHandoffRecord(result.state), events: result.events.length };
+  }
+
+  /** The run an agent's create names, as the ledger reads it (`runTurnOf`): nothing for no run, nor for a service's create. */
+  private async runTurnOf(project: string, workflowRunId: unknown, metadata: HandoffCommand['metadata']): Promise<{ run_turn?: RunTurn }> {
+    if (typeof workflowRunId !== 'string' || metadata.actorKind !== 'agent') return {};
+    const { state } = await this.store.current<RunEvent, RunTurn>({ project, kind: 'run', id: workflowRunId }, runTurnFold);
+    return { run_turn: state };
   }
 }
 

@@ -1,5 +1,7 @@
-import { handoffToolName, MeshDefinitionSchema, type AgentResult, type MeshEvent } from '@baton/contracts';
+import { handoffToolName, MeshDefinitionSchema, type AgentResult, type HandoffEvent, type MeshEvent } from '@baton/contracts';
 import { fold } from '../decider';
+import type { HandoffCommand } from '../handoff/commands';
+import { handoffDecider } from '../handoff/decider';
 import { initialHandoffState, type HandoffState } from '../handoff/state';
 import type { MeshCommand } from '../mesh/commands';
 import { meshDecider, meshEntryHandoffId } from '../mesh/decide';
@@ -181,6 +183,168 @@ describe("claim rule (issue 11): a result is accepted only under the current cla
       expect(handoffClaimView('h-1', completed)).not.toHaveProperty('lapsed');
       const older = { status: 'pending', id: 'h-1', lapsed_claim: { claim_id: 'c-1', claimed_by: 'coder', retry_count: 0 } } as unknown as HandoffState;
       expect(handoffClaimView('h-1', older)).not.toHaveProperty('lapsed');
+    });
+
+    describe('before the requeue: the claim is still current, but its lease ran out (audit: the watchdog tick used to decide)', () => {
+      /** The entry handoff as the ledger stores it: created, claimed by `issue` with a 1.5 s lease at `claimedAt`. */
+      const claimedAt = '2026-01-01T00:09:58.500Z';
+      const ledgerEvents = (): HandoffEvent[] => {
+        const events: HandoffEvent[] = [];
+        const run = (command: HandoffCommand) => {
+          const decided = handoffDecider.decide(command, fold(handoffDecider, events));
+          if (!decided.ok) throw new Error(decided.error.code);
+          events.push(...decided.events);
+        };
+        run({
+          type: 'create',
+          data: {
+            handoff_id: ENTRY_HANDOFF,
+            project: 'demo',
+            kind: 'task',
+            priority: 'medium',
+            from_agent: 'baton-router',
+            to_agent: 'issue',
+            summary: 'triage',
+            context: {},
+            acceptance: {},
+            max_retries: 3,
+            idempotency_key: 'create-1',
+          },
+          metadata: { now: '2026-01-01T00:09:58.000Z', actor: 'baton-router', actorKind: 'system' },
+        });
+        run({
+          type: 'claim',
+          data: { handoff_id: ENTRY_HANDOFF, idempotency_key: 'claim-key-1', claim_id: CLAIM, lease_ms: 1_500, claimer_roles: [] },
+          metadata: { now: claimedAt, actor: 'issue', actorKind: 'agent' },
+        });
+        return events;
+      };
+      const claimedView = () => handoffClaimView(ENTRY_HANDOFF, fold(handoffDecider, ledgerEvents()));
+      /** The same handoff once the watchdog's requeue landed (up to its tick after the expiry). */
+      const requeuedView = () => {
+        const events = ledgerEvents();
+        const requeued = handoffDecider.decide(
+          {
+            type: 'requeue_expired',
+            data: { handoff_id: ENTRY_HANDOFF, claim_id: CLAIM, idempotency_key: 'requeue-1', escalation_handoff_id: `esc-${ENTRY_HANDOFF}` },
+            metadata: { now: '2026-01-01T00:10:00.400Z', actor: 'baton-watchdog', actorKind: 'system' },
+          },
+          fold(handoffDecider, events),
+        );
+        if (!requeued.ok) throw new Error(requeued.error.code);
+        return handoffClaimView(ENTRY_HANDOFF, fold(handoffDecider, [...events, ...requeued.events]));
+      };
+
+      it('the view of a claimed handoff carries its lease expiry, as the ledger set it', () => {
+        expect(claimedView()).toEqual({
+          handoff_id: ENTRY_HANDOFF,
+          status: 'claimed',
+          claim: { claim_id: CLAIM, claimed_by: 'issue', lease_expires_at: EXPIRY },
+        });
+      });
+
+      it('given the lease ran out and no requeue landed yet, when the result was stored after the expiry, then it is refused handoff_not_claimed, saying when each happened', () => {
+        const refused = given(runDecider, started()).when(late('2026-01-01T00:10:00.215Z', claimedView()));
+        refused.thenFails('handoff_not_claimed');
+        expect(refused.result.ok ? '' : refused.result.error.message).toBe(
+          `handoff ${ENTRY_HANDOFF} is claimed, but its lease ran out: result r1 holds no current claim; its claim ${CLAIM} lapsed at ${EXPIRY} and it was stored at 2026-01-01T00:10:00.215Z`,
+        );
+      });
+
+      it('the store time decides, not the requeue: the same result is decided alike before and after the requeue landed', () => {
+        for (const view of [claimedView(), requeuedView()]) {
+          given(runDecider, started()).when(late('2026-01-01T00:10:00.001Z', view)).thenFails('handoff_not_claimed');
+          for (const storedAt of ['2026-01-01T00:09:59.000Z', EXPIRY]) {
+            given(runDecider, started())
+              .when(late(storedAt, view))
+              .thenMatch([
+                { type: 'run.result_recorded', data: expect.objectContaining({ claim_id: CLAIM }) },
+                { type: 'run.held' },
+                { type: 'run.notice_emitted' },
+              ]);
+          }
+        }
+      });
+
+      it('a heartbeat after the expiry cannot revive the lapsed lease: refused lease_expired, the expiry unchanged, so the late result is still refused', () => {
+        const events = ledgerEvents();
+        const beat = handoffDecider.decide(
+          {
+            type: 'heartbeat',
+            data: { handoff_id: ENTRY_HANDOFF, claim_id: CLAIM, idempotency_key: 'beat-1' },
+            metadata: { now: '2026-01-01T00:10:00.100Z', actor: 'issue', actorKind: 'agent' },
+          },
+          fold(handoffDecider, events),
+        );
+        expect(beat).toMatchObject({ ok: false, error: { code: 'lease_expired' } });
+        given(runDecider, started()).when(late('2026-01-01T00:10:00.215Z', claimedView())).thenFails('handoff_not_claimed');
+      });
+
+      it('a result with no store time is judged on the claim alone (accepted under the current claim); a view without the lease expiry checks none', () => {
+        given(runDecider, started())
+          .when(late(undefined, claimedView()))
+          .thenMatch([{ type: 'run.result_recorded' }, { type: 'run.held' }, { type: 'run.notice_emitted' }]);
+        given(runDecider, started())
+          .when(late('2026-01-01T00:11:00.000Z', claimedBy('issue')))
+          .thenMatch([{ type: 'run.result_recorded' }, { type: 'run.held' }, { type: 'run.notice_emitted' }]);
+      });
+
+      it("in a mesh, the speaker's turn stored after its lease ran out is refused (mesh.turn_rejected handoff_not_claimed) before the requeue as after it", () => {
+        const mesh = MeshDefinitionSchema.parse({
+          name: 'support',
+          entry: 'triage',
+          handoffs: { triage: ['billing'], billing: ['triage'] },
+          outputs: ['triage'],
+        });
+        const start = meshDecider.decide(
+          {
+            type: 'start_mesh',
+            data: { mesh_run_id: 'm1', project: 'demo', mesh, agents: ['triage', 'billing'], started_by: 'sam' },
+            metadata: { now: NOW, actor: 'sam' },
+          },
+          meshDecider.initialState(),
+        );
+        if (!start.ok) throw new Error(start.error.code);
+        const entry = meshEntryHandoffId('m1');
+        const claimed: HandoffClaimView = { handoff_id: entry, status: 'claimed', claim: { claim_id: CLAIM, claimed_by: 'triage', lease_expires_at: EXPIRY } };
+        const requeued: HandoffClaimView = {
+          handoff_id: entry,
+          status: 'pending',
+          claim: null,
+          lapsed: { claim_id: CLAIM, claimed_by: 'triage', lease_expires_at: EXPIRY },
+        };
+        const turn = (stored_at: string, handoff: HandoffClaimView): MeshCommand => ({
+          type: 'record_turn',
+          data: {
+            result_id: 't1',
+            run_id: 'ar-t1',
+            agent: 'triage',
+            text: 'over',
+            handoff_tool_calls: [{ tool: handoffToolName('billing') }],
+            handoff_id: entry,
+            claim_id: CLAIM,
+            handoff,
+            stored_at,
+          },
+          metadata: { now: NOW, actor: 'triage' },
+        });
+        for (const view of [claimed, requeued]) {
+          given(meshDecider, start.events)
+            .when(turn('2026-01-01T00:10:00.215Z', view))
+            .thenMatch([
+              {
+                type: 'mesh.turn_rejected',
+                data: expect.objectContaining({
+                  code: 'handoff_not_claimed',
+                  message: expect.stringContaining(`its claim ${CLAIM} lapsed at ${EXPIRY} and it was stored at 2026-01-01T00:10:00.215Z`),
+                }),
+              },
+            ]);
+          given(meshDecider, start.events)
+            .when(turn('2026-01-01T00:09:59.000Z', view))
+            .thenMatch([{ type: 'mesh.turn_recorded' }, { type: 'mesh.handed_off' }]);
+        }
+      });
     });
 
     it("in a mesh, the speaker's turn stored before its lease ran out is recorded under the lapsed claim", () => {
@@ -412,7 +576,11 @@ describe('checkResultClaim and handoffClaimView', () => {
       id: 'h-1',
       claim: { claim_id: 'c-1', claimed_by: 'coder', claimed_at: NOW, lease_expires_at: NOW },
     } as unknown as HandoffState;
-    expect(handoffClaimView('h-1', claimed)).toEqual({ handoff_id: 'h-1', status: 'claimed', claim: { claim_id: 'c-1', claimed_by: 'coder' } });
+    expect(handoffClaimView('h-1', claimed)).toEqual({
+      handoff_id: 'h-1',
+      status: 'claimed',
+      claim: { claim_id: 'c-1', claimed_by: 'coder', lease_expires_at: NOW },
+    });
     const pending = { status: 'pending', id: 'h-1' } as unknown as HandoffState;
     expect(handoffClaimView('h-1', pending)).toEqual({ handoff_id: 'h-1', status: 'pending', claim: null });
     const completed = { status: 'completed', id: 'h-1', claim: { claim_id: 'c-1', claimed_by: 'coder' }, result_id: 'r-9' } as unknown as HandoffState;

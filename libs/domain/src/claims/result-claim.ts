@@ -9,11 +9,15 @@ import { evolveHandoff, initialHandoffState, type HandoffState } from '../handof
 export interface HandoffClaimView {
   handoff_id: string;
   status: HandoffState['status'];
-  /** The current claim: set while the handoff is `claimed` (and kept on a `returned` or closed one, which no result may answer). */
-  claim: { claim_id: string; claimed_by: string } | null;
+  /**
+   * The current claim: set while the handoff is `claimed` (and kept on a `returned` or closed one, which no result may answer),
+   * with its lease's expiry as the ledger last set it (`lease_expires_at`; absent on a view built without it): a result the
+   * inbox stored after it is refused although no requeue took the claim back yet (rule 4b).
+   */
+  claim: { claim_id: string; claimed_by: string; lease_expires_at?: string } | null;
   /**
    * The claim the watchdog took back last (`handoff.lease_expired`) and when its lease ran out, on a
-   * handoff open again (pending, or claimed since under a new claim): a result its agent sent by then
+   * handoff open again (pending, or claimed since under a new claim): a result the inbox stored by then
    * is still accepted under it (rule 4b).
    */
   lapsed?: { claim_id: string; claimed_by: string; lease_expires_at: string };
@@ -50,7 +54,12 @@ export function handoffClaimView(handoffId: string, state: HandoffState): Handof
   return {
     handoff_id: state.id,
     status: state.status,
-    claim: state.claim !== undefined ? { claim_id: state.claim.claim_id, claimed_by: state.claim.claimed_by } : null,
+    claim:
+      state.claim === undefined
+        ? null
+        : state.status === 'claimed'
+          ? { claim_id: state.claim.claim_id, claimed_by: state.claim.claimed_by, lease_expires_at: state.claim.lease_expires_at }
+          : { claim_id: state.claim.claim_id, claimed_by: state.claim.claimed_by },
     // Kept by states folded before the lapse recorded its expiry (no `lease_expires_at`): none then.
     ...((state.status === 'pending' || state.status === 'claimed') && lapsed?.lease_expires_at !== undefined
       ? { lapsed: { claim_id: lapsed.claim_id, claimed_by: lapsed.claimed_by, lease_expires_at: lapsed.lease_expires_at } }
@@ -64,7 +73,10 @@ export const ResultClaimCode = {
   claimRequired: 'claim_required',
   /** The result names a handoff other than the one the run (or mesh) is on. */
   staleHandoff: 'stale_handoff',
-  /** The handoff the result names is not claimed (not created yet, pending again after a requeue, closed). */
+  /**
+   * The handoff the result names is not claimed (not created yet, pending again after a requeue, closed), or the claim the
+   * result names ran out before the inbox stored it (rule 4b), requeued yet or not.
+   */
   handoffNotClaimed: 'handoff_not_claimed',
   /** The handoff is claimed, but not with this `claim_id`, or not by the agent that sent the result. */
   claimMismatch: 'claim_mismatch',
@@ -79,7 +91,8 @@ export interface ClaimedResult {
   claim_id?: string | undefined;
   /**
    * When the stream stored the result (the inbox message's timestamp, ISO): what rule 4b compares
-   * with a lapsed claim's expiry. Absent: the result is judged as if it came now.
+   * with the expiry of the claim's lease. Absent (never on a result the inbox delivered): the claim
+   * alone decides — a current claim accepts it, a lapsed one refuses it.
    */
   stored_at?: string | undefined;
 }
@@ -102,11 +115,16 @@ export interface ResultClaimRefusal {
  *   `stale_handoff`) and a claim (`claim_id`, else `claim_required`); the handoff must be claimed
  *   now (`handoff_not_claimed`: absent, pending again after a requeue, released, completed...) and
  *   its current claim must be that `claim_id`, held by the result's agent (`claim_mismatch`).
- * - Rule 4b: a result under the claim the watchdog took back last, from that claim's holder, that the
- *   inbox stored by the time the claim's lease ran out (`stored_at` ≤ its `lease_expires_at`), is
- *   accepted while the handoff is open again (pending, or claimed since): the agent answered in
- *   time, and only the router's queue made it late. Stored later, it is refused as above, and the
- *   message says when the claim lapsed and when the result was stored.
+ * - Rule 4b: the line is the claim's lease expiry, against the time the inbox stored the result
+ *   (`stored_at`), not when the router reads it nor whether the watchdog has requeued the claim yet.
+ *   Under the current claim, a result stored after its `lease_expires_at` is refused
+ *   (`handoff_not_claimed`): the lease ran out and the claim is the watchdog's to take back. Under
+ *   the claim the watchdog took back last, from that claim's holder, a result stored by the time its
+ *   lease ran out (`stored_at` ≤ its `lease_expires_at`) is accepted while the handoff is open again
+ *   (pending, or claimed since): the agent answered in time, and only the router's queue made it
+ *   late; stored later, it is refused as above. A refusal for lateness says when the claim lapsed
+ *   and when the result was stored. Both times are event times (the ledger's recorded expiry, the
+ *   stream's timestamp), so a redelivery or a replay decides the same.
  *
  * `handoff` is what the router read of the handoff the result names (undefined or null when it
  * read nothing): a rule that cannot see the claim refuses. Returns null when the result may be
@@ -155,6 +173,16 @@ export function checkResultClaim(current: string | null, result: ClaimedResult, 
       message: `result ${result.result_id} names claim ${result.claim_id} of '${result.agent}'; handoff ${current} is claimed by '${handoff.claim.claimed_by}' (another claim)${lateFor(result, handoff.lapsed)}`,
     };
   }
+  // Rule 4b, before the requeue: the claim is still current, but its lease ran out before the inbox
+  // stored the result. Whether the watchdog's requeue has landed yet (up to its tick later) decides
+  // nothing: the result is as late as it would be after it.
+  const lease = handoff.claim.lease_expires_at;
+  if (lease !== undefined && storedAfter(result, lease)) {
+    return {
+      code: ResultClaimCode.handoffNotClaimed,
+      message: `handoff ${current} is claimed, but its lease ran out: result ${result.result_id} holds no current claim${lateFor(result, { claim_id: result.claim_id, lease_expires_at: lease })}`,
+    };
+  }
   return null;
 }
 
@@ -177,14 +205,28 @@ export interface ClaimedRecord {
 
 /** The result names the lapsed claim, comes from its holder, and was stored by the time its lease ran out. */
 function sentInTime(result: ClaimedResult, lapsed: NonNullable<HandoffClaimView['lapsed']>): boolean {
-  if (result.claim_id !== lapsed.claim_id || result.agent !== lapsed.claimed_by || result.stored_at === undefined) return false;
-  const stored = Date.parse(result.stored_at);
-  const expired = Date.parse(lapsed.lease_expires_at);
-  return Number.isFinite(stored) && Number.isFinite(expired) && stored <= expired;
+  return result.claim_id === lapsed.claim_id && result.agent === lapsed.claimed_by && storedBy(result, lapsed.lease_expires_at);
 }
 
-/** Why a result under the claim that lapsed last was too late, for the refusal's message (else nothing). */
-function lateFor(result: ClaimedResult, lapsed: HandoffClaimView['lapsed']): string {
+/** The inbox stored the result at or before `expiry` (false when either time is unknown or unreadable). */
+function storedBy(result: ClaimedResult, expiry: string): boolean {
+  const [stored, expired] = times(result, expiry);
+  return stored <= expired;
+}
+
+/** The inbox stored the result after `expiry` (false when either time is unknown or unreadable). */
+function storedAfter(result: ClaimedResult, expiry: string): boolean {
+  const [stored, expired] = times(result, expiry);
+  return stored > expired;
+}
+
+/** The result's store time and `expiry` in ms; NaN for a time unknown or unreadable (every comparison with it is false). */
+function times(result: ClaimedResult, expiry: string): [number, number] {
+  return [result.stored_at !== undefined ? Date.parse(result.stored_at) : Number.NaN, Date.parse(expiry)];
+}
+
+/** Why a result under a claim whose lease ran out was too late, for the refusal's message (else nothing). */
+function lateFor(result: ClaimedResult, lapsed: { claim_id: string; lease_expires_at: string } | undefined): string {
   if (lapsed === undefined || result.claim_id !== lapsed.claim_id) return '';
   const stored = result.stored_at !== undefined ? `it was stored at ${result.stored_at}` : 'its store time is unknown';
   return `; its claim ${lapsed.claim_id} lapsed at ${lapsed.lease_expires_at} and ${stored}`;

@@ -1,6 +1,6 @@
 import type { HandoffEventData, LoopGuard, RefusedKind, StopCap, StopWhy } from '@baton/contracts';
 import { handoffRun } from '../handoff/run-ref';
-import { RunErrorCode } from '../run/decide';
+import { OwnTurnRefusalCodes, RunErrorCode } from '../run/decide';
 import { refusedKindOf } from '../run/state';
 
 /*
@@ -66,8 +66,14 @@ export type GuardFact =
   | { kind: 'result_recorded'; event_id: string; project: string; run: string; agent: string; at: string; answered?: AnsweredClaim }
   /** A mesh turn recorded under a claim (no guard counts turns; the watchdog holds back that claim's requeue). */
   | { kind: 'turn_recorded'; project: string; answered: AnsweredClaim }
-  /** `named`: the handoff and claim the refused result named (a late result of a claim that lapsed or failed). */
-  | { kind: 'result_rejected'; event_id: string; project: string; run: string; agent: string; at: string; named?: AnsweredClaim }
+  /**
+   * `named`: the handoff and claim the refused result named (a late result of a claim that lapsed or
+   * failed). `run`: the run it was refused on, only when it was refused on its sender's own turn
+   * there ({@link OwnTurnRefusalCodes}: the router had found the sender to be the agent the run
+   * waits for). Any other refusal (`unexpected_agent`, `awaiting_input`…) names no run: an agent may
+   * name any run of its project in a result, and its failure must not stop a run it has no part in.
+   */
+  | { kind: 'result_rejected'; event_id: string; project: string; run?: string; agent: string; at: string; named?: AnsweredClaim }
   /**
    * `run` is the handoff's workflow run and `run_project` the project it lives in (set together):
    * the delegator's, which on a cross-project handoff is its `source_project`, not `project`.
@@ -181,7 +187,9 @@ export function guardFactOf(event: GuardEventInput): GuardFact | null {
         // named them by their agent, `operator` or `customer`). Nor does a result refused because
         // the run stopped or ended under the agent's work (`run_not_running`): that is the run's state.
         if (refusedKindOf(p) !== 'result' || p.code === RunErrorCode.runNotRunning) return null;
-        const fact: GuardFact = { kind: 'result_rejected', event_id: event.id, project, run: id, agent: p.agent, at: p.rejected_at };
+        const fact: GuardFact = { kind: 'result_rejected', event_id: event.id, project, agent: p.agent, at: p.rejected_at };
+        // Read from the code alone, so events stored before this rule fold by it too.
+        if (OwnTurnRefusalCodes.has(p.code)) fact.run = id;
         if (p.handoff_id !== undefined && p.claim_id !== undefined) fact.named = { handoff: p.handoff_id, claim_id: p.claim_id };
         return fact;
       }

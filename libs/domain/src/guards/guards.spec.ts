@@ -3,6 +3,11 @@ import type { GuardConfig, GuardFact, GuardStop } from './facts';
 import { guardFactOf, HopCapName } from './facts';
 import { stepRunGuard, type RunGuardFact, type RunGuardState } from './run-guard';
 import { stepCircuit, type CircuitInput, type CircuitState } from './circuit';
+import { fold } from '../decider';
+import { OwnTurnRefusalCodes, runDecider } from '../run/decide';
+import type { RunCommand } from '../run/commands';
+import type { RunEvent } from '../run/state';
+import { claimedRunDecider, decided, resultCmd, startCmd } from '../run/test-helpers';
 
 const config: GuardConfig = { maxHops: 3, maxAlternations: 2, circuitFailures: 3, circuitCooldownMs: 60_000 };
 const T0 = Date.parse('2026-01-01T00:00:00.000Z');
@@ -238,6 +243,137 @@ describe('loop guard: circuit per agent (why circuit_open)', () => {
     expect(givenCircuit([failure('x', 1), failure('x', 2)]).when(failure('x', 3, 'r9')).stops).toEqual([
       expect.objectContaining({ project: 'p', workflow_run_id: 'r9' }),
     ]);
+  });
+});
+
+/**
+ * An agent may publish a result naming any run of its project (and the run's step handoff, whose id
+ * is predictable). The router refuses it, and the refusal counts toward the SENDER's circuit; but
+ * a sender the run does not wait for has no part in that run: the circuit its refusals open stops
+ * none of them (a security audit saw three such results stop the third run they named, its packet
+ * blaming the run's own agent).
+ */
+describe("loop guard: a circuit opened by results refused on runs the sender has no part in stops no one else's run", () => {
+  /** `run.result_rejected` of `agent`'s result on run `run`, with the router's code. */
+  const refusal = (n: number, agent: string, run: string, code: string) =>
+    guardFactOf({
+      id: `e-rj-${n}`,
+      type: 'run.result_rejected',
+      project: 'p',
+      aggregate: { kind: 'run', id: run },
+      occurredAt: at(n),
+      payload: {
+        result_id: `bogus-${n}`,
+        agent,
+        code,
+        message: 'refused',
+        rejected_at: at(n),
+        refused: 'result',
+        handoff_id: `ho-s-${run}`,
+        claim_id: 'claim-made-up',
+      },
+    });
+  /** The failure a refusal fact is for the sender's circuit (as the watchdog's guard book builds it). */
+  const failureOf = (fact: GuardFact | null): CircuitInput => {
+    if (fact?.kind !== 'result_rejected') throw new Error(`not a refused result: ${JSON.stringify(fact)}`);
+    return {
+      kind: 'failure',
+      event_id: fact.event_id,
+      project: fact.project,
+      agent: fact.agent,
+      ...(fact.run !== undefined ? { run: fact.run } : {}),
+      cause: 'result_rejected',
+      at: fact.at,
+    };
+  };
+
+  it("the audit's attack: three results of a non-participant on three victims' runs open ITS circuit and stop none of those runs", () => {
+    const facts = [1, 2, 3].map((n) => refusal(n, 'reviewer', `victim-${n}`, 'unexpected_agent'));
+    for (const fact of facts) {
+      expect(fact).toMatchObject({ kind: 'result_rejected', agent: 'reviewer' });
+      expect(fact).not.toHaveProperty('run');
+    }
+    const step = givenCircuit(facts.slice(0, 2).map(failureOf)).when(failureOf(facts[2]!));
+    expect(step.state.status).toBe('open');
+    expect(step.stops).toEqual([]);
+    // The open circuit does what it does for any agent: the next dispatch TO the sender is held.
+    const held = givenCircuit(facts.map(failureOf)).when(dispatch('reviewer', 10, 'r-review'));
+    expect(held.stops).toEqual([expect.objectContaining({ why: 'circuit_open', workflow_run_id: 'r-review', agent: 'reviewer' })]);
+  });
+
+  it("a result refused on the sender's own turn (claim rule, workflow) is a failure on that run: the circuit it opens stops that run, naming the sender", () => {
+    for (const code of ['claim_required', 'stale_handoff', 'handoff_not_claimed', 'claim_mismatch', 'workflow_mismatch']) {
+      expect(refusal(1, 'coder', 'r7', code)).toMatchObject({ kind: 'result_rejected', agent: 'coder', run: 'r7' });
+    }
+    const step = givenCircuit([failure('coder', 1), failure('coder', 2)]).when(failureOf(refusal(3, 'coder', 'r7', 'claim_mismatch')));
+    expect(step.stops).toEqual([expect.objectContaining({ guard: 'circuit', workflow_run_id: 'r7', agent: 'coder', tried: ['coder'] })]);
+    // Refusals that come before the router compares the sender with the run's agent name no run.
+    for (const code of ['unexpected_agent', 'awaiting_input', 'wrong_run', 'unknown_agent']) {
+      expect(refusal(1, 'coder', 'r7', code)).not.toHaveProperty('run');
+    }
+  });
+
+  it('the run decider gives a refusal of the own-turn set only to the agent the run waits for: never to another agent, whatever state the run is in', () => {
+    /** The run's history after `commands`, its agents' results sent under their current claims. */
+    const play = (commands: RunCommand[]): RunEvent[] => {
+      const events: RunEvent[] = [];
+      for (const command of commands) {
+        const decision = claimedRunDecider.decide(command, fold(claimedRunDecider, events));
+        if (!decision.ok) throw new Error(`${command.type} refused: ${decision.error.code}`);
+        events.push(...decision.events);
+      }
+      return events;
+    };
+    /** The code the router's run decider refuses a result with (no claim filled in). */
+    const codeOf = (events: RunEvent[], command: RunCommand): string => {
+      const decision = runDecider.decide(command, fold(runDecider, events));
+      if (decision.ok) throw new Error(`accepted: ${JSON.stringify(decision.events)}`);
+      return decision.error.code;
+    };
+    const started = play([startCmd()]);
+    const entry = fold(runDecider, started);
+    if (entry.status !== 'running' || entry.handoffId === null) throw new Error('the run should be on its entry handoff');
+    const named = { handoff_id: entry.handoffId, claim_id: 'claim-made-up' };
+    const runs: Record<string, RunEvent[]> = {
+      running: started,
+      held: play([startCmd(), decided('r1', 'issue', { dispatch: { status: 'hold' } })]),
+      terminated: play([startCmd(), decided('r1', 'issue', { dispatch: { status: 'terminate' } })]),
+      other_run: started,
+    };
+    for (const [name, events] of Object.entries(runs)) {
+      for (const extra of [{}, named]) {
+        const command = resultCmd(`bogus-${name}`, 'architect', { ...extra, ...(name === 'other_run' ? { workflow_run_id: 'wr-other' } : {}) });
+        const code = codeOf(events, command);
+        expect({ name, code, own: OwnTurnRefusalCodes.has(code) }).toEqual({ name, code, own: false });
+      }
+    }
+    // The run's own agent, while the run waits for it, with no claim or a made-up one: refused on its turn.
+    expect(OwnTurnRefusalCodes.has(codeOf(started, resultCmd('own-1', 'issue')))).toBe(true);
+    expect(OwnTurnRefusalCodes.has(codeOf(started, resultCmd('own-2', 'issue', named)))).toBe(true);
+  });
+
+  it("a circuit's stop names the agent whose circuit opened on the packet and the notice, not the agent the run waits for; other stops name the run's agent", () => {
+    const history: RunEvent[] = [];
+    const begun = runDecider.decide(startCmd(), fold(runDecider, history));
+    if (!begun.ok) throw new Error(begun.error.code);
+    history.push(...begun.events);
+    const stop = (agent?: string): RunCommand => ({
+      type: 'stop',
+      data: { packet_id: 'wd-guard:1', why: 'circuit_open', tried: ['helper'], ...(agent !== undefined ? { agent } : {}) },
+      metadata: { now: at(5), actor: 'baton-watchdog' },
+    });
+    const stopped = (agent?: string) => {
+      const decision = runDecider.decide(stop(agent), fold(runDecider, history));
+      if (!decision.ok) throw new Error(decision.error.code);
+      const packet = decision.events.find((e) => e.type === 'run.stopped');
+      const notice = decision.events.find((e) => e.type === 'run.notice_emitted');
+      return {
+        packet: packet?.type === 'run.stopped' ? packet.data.packet.agent : null,
+        notice: notice?.type === 'run.notice_emitted' ? notice.data.notice.agent : null,
+      };
+    };
+    expect(stopped('helper')).toEqual({ packet: 'helper', notice: 'helper' });
+    expect(stopped()).toEqual({ packet: 'issue', notice: 'issue' });
   });
 });
 

@@ -7,12 +7,14 @@ import type {
   ExpireDeadlineCommand,
   FailHandoffCommand,
   GiveUpOfferCommand,
+  HandoffActorKind,
   HandoffCommandMetadata,
   HandoffKind,
   ReleaseHandoffCommand,
   RequeueExpiredCommand,
   ReturnHandoffCommand,
 } from '@baton/contracts';
+import type { RunTurn } from './run-turn';
 
 /*
  * The commands the handoff decider takes. Each is a wire command (see `HandoffCommandSchemas` in
@@ -32,12 +34,20 @@ export type CreateHandoff = Command<
   Omit<CreateHandoffCommand, 'kind'> & {
     kind: HandoffKind;
     reviewed_worker?: string;
+    /** The reviewed worker's kind (its claim's), when the return recorded it: the worker is kind and name. */
+    reviewed_worker_kind?: HandoffActorKind;
     cross_project?: CrossProjectRosters;
     /**
      * A local create sent to the ledger: the project's visible actors, as its definition names
      * them. Empty: the project has no definition, and no roster to check against.
      */
     roster?: readonly string[];
+    /**
+     * An agent's create that names a run (`workflow_run_id`): that run as the ledger read it (in
+     * the run's project), which must wait for the agent (`not_in_run`, run-turn.ts). Absent on the
+     * services' creates, and on commands not sent through the ledger: nothing is checked then.
+     */
+    run_turn?: RunTurn;
   }
 >;
 
@@ -145,6 +155,8 @@ export type ReopenReview = Command<
     ended: 'released' | 'abandoned' | 'failed' | 'escalated' | 'deadline_expired';
     new_handback_id: string;
     worker: string;
+    /** The worker's kind as the ended handback recorded it (absent when it did not). */
+    worker_kind?: HandoffActorKind;
     idempotency_key: string;
   }
 >;

@@ -1,5 +1,5 @@
 import type { EscalationOutcome, HandbackRecipient, HandoffActorKind, HandoffCommandMetadata, HandoffEvent, HandoffEventData } from '@baton/contracts';
-import { clipText, ServiceActors } from '@baton/contracts';
+import { clipText, handoffEnding, ServiceActors } from '@baton/contracts';
 import { accept, assertNever, DecisionResult, reject } from '../decider';
 import { ROUTER_HANDOFF_ID_PREFIXES } from '../run/ids';
 import type {
@@ -24,6 +24,7 @@ import type {
 } from './commands';
 import { applyEvidenceFloor } from './evidence';
 import { LEDGER_ACTOR } from './policies';
+import { checkRunPart, RunPartErrorCode } from './run-turn';
 import { givenUpPrefix, recentKeyUse, type ClaimedHandoff, type ExistingHandoff, type HandoffState, type ReturnedHandoff } from './state';
 import type { KeyUse } from '../scoped-keys';
 
@@ -73,6 +74,8 @@ export const HandoffErrorCode = {
   idempotencyKeyReused: 'idempotency_key_reused',
   /** A `give_up_offer` naming an offer of an earlier round: the handoff moved on since (`offered_version` is not its version). */
   staleOffer: 'stale_offer',
+  /** An agent's `create` naming a run (`workflow_run_id`) that does not wait for it (run-turn.ts). */
+  notInRun: RunPartErrorCode.notInRun,
 } as const;
 export type HandoffErrorCode = (typeof HandoffErrorCode)[keyof typeof HandoffErrorCode];
 
@@ -81,6 +84,26 @@ type Decision = DecisionResult<HandoffEvent>;
 /** Operators and humans act on anything in their inbox; they are never the subject of the floor. */
 function isPerson(kind: HandoffActorKind): boolean {
   return kind === 'operator' || kind === 'human';
+}
+
+/**
+ * Is the caller the worker a completion handback reviews? The worker is a principal: its kind and
+ * its name together, as the return recorded them from the claim (`reviewed_worker_kind`), so a
+ * person whose token is named like the worker agent is someone else, and so is an agent named like
+ * a person who did the work. People are one kind here (`operator` and `human`: a person is a
+ * person however the notifier or the admin relays them). A handback created before the kind was
+ * recorded, or of work whose claim did not record it, keeps the name rule: any caller of that name
+ * is the worker, whatever its kind.
+ */
+function isReviewedWorker(state: ExistingHandoff, metadata: HandoffCommandMetadata): boolean {
+  if (state.reviewed_worker === undefined || metadata.actor !== state.reviewed_worker) return false;
+  const kind = state.reviewed_worker_kind;
+  return kind === undefined || partyOf(kind) === partyOf(metadata.actorKind);
+}
+
+/** The kind of party an actor kind is: people are one (`operator`, `human`); agents, services and the watchdog their own. */
+function partyOf(kind: HandoffActorKind): string {
+  return isPerson(kind) ? 'person' : kind;
 }
 
 function plusMs(iso: string, ms: number): string {
@@ -105,9 +128,12 @@ function base<const Own extends object>(
 }
 
 function wrongState(code: HandoffErrorCode, state: ExistingHandoff, wanted: string): Decision {
+  // How it ended (or was returned), from its state: a claimer told its claim is gone reads whether claiming again can work.
+  const ended = handoffEnding(state);
   return reject('wrong_state', code, `handoff ${state.id} is ${state.status}; this needs it ${wanted}`, {
     handoff_id: state.id,
     status: state.status,
+    ...(ended !== null ? { ended } : {}),
   });
 }
 
@@ -251,6 +277,7 @@ function decideCreate(command: CreateHandoff, state: HandoffState): Decision {
     to_agent: data.to_agent,
     reply_to_handoff_id: data.reply_to_handoff_id,
     reviewed_worker: data.kind === 'completion_handback' ? data.reviewed_worker : undefined,
+    reviewed_worker_kind: data.kind === 'completion_handback' ? data.reviewed_worker_kind : undefined,
     escalate_to: data.escalate_to,
     parent_goal_id: data.parent_goal_id,
     workflow_run_id: data.workflow_run_id,
@@ -377,7 +404,7 @@ function decideExpireDeadline({ data, metadata }: ExpireDeadline, state: Existin
 
 function decideClaim({ data, metadata }: ClaimHandoff, state: ExistingHandoff): Decision {
   if (state.status !== 'pending') return wrongState(HandoffErrorCode.handoffNotPending, state, 'pending');
-  if (state.reviewed_worker !== undefined && state.reviewed_worker === metadata.actor) {
+  if (isReviewedWorker(state, metadata)) {
     return reject('forbidden', HandoffErrorCode.selfReviewForbidden, `${metadata.actor} cannot review its own work`);
   }
   if (state.to_agent !== undefined && state.to_agent !== metadata.actor) {
@@ -401,6 +428,8 @@ function decideClaim({ data, metadata }: ClaimHandoff, state: ExistingHandoff): 
     type: 'handoff.claimed',
     data: base(data, metadata, {
       claimed_by: metadata.actor,
+      // What the claimer is, from its connection: the worker is this kind and name (a handback's self-decision rule).
+      claimed_by_kind: metadata.actorKind,
       claim_id: data.claim_id,
       lease_expires_at: plusMs(metadata.now, data.lease_ms),
     }),
@@ -440,6 +469,7 @@ function decideReturn({ data, metadata }: ReturnHandoff, state: ExistingHandoff)
       claim_id: state.claim.claim_id,
       returned_by: metadata.actor,
       worker,
+      worker_kind: state.claim.claimed_by_kind,
       report: floored.report,
       handback_id: data.handback_id,
       // A cross-project handoff's delegator is an agent of the source project: an agent of the same
@@ -459,8 +489,10 @@ function decideHandback({ data, metadata }: DecideHandback, state: ExistingHando
     return wrongState(HandoffErrorCode.handbackAlreadyDecided, state, 'pending or claimed');
   }
   if (state.status !== 'pending' && state.status !== 'claimed') return wrongState(HandoffErrorCode.handoffNotOpen, state, 'pending or claimed');
-  // Known hole (c): the worker never decides on its own work, whatever its actor kind.
-  if (state.reviewed_worker !== undefined && metadata.actor === state.reviewed_worker) {
+  // Known hole (c): the worker never decides on its own work — the worker being the principal that
+  // claimed it, kind and name (a person named like the worker agent is someone else; handbacks
+  // recorded without the kind: the name alone).
+  if (isReviewedWorker(state, metadata)) {
     return data.decision === 'accept'
       ? reject('forbidden', HandoffErrorCode.selfAcceptForbidden, `${metadata.actor} did the work and cannot accept it`)
       : reject('forbidden', HandoffErrorCode.selfReviewForbidden, `${metadata.actor} did the work and cannot review it`);
@@ -496,12 +528,12 @@ function decideHandback({ data, metadata }: DecideHandback, state: ExistingHando
 }
 
 /**
- * The worker whose work a handback reviews may not end that handback (abandon, release, fail),
- * whatever its actor kind: its from_agent is the worker, and a handback that ends undecided leaves
- * the parent `returned`.
+ * The worker whose work a handback reviews may not end that handback (abandon, release, fail):
+ * its from_agent is the worker, and a handback that ends undecided leaves the parent `returned`.
+ * The worker is kind and name when the handback recorded the kind ({@link isReviewedWorker}).
  */
 function checkNotReviewedWorker(state: ExistingHandoff, metadata: HandoffCommandMetadata, what: string): Decision | null {
-  if (state.reviewed_worker === undefined || metadata.actor !== state.reviewed_worker) return null;
+  if (!isReviewedWorker(state, metadata)) return null;
   return reject('forbidden', HandoffErrorCode.reviewEndForbidden, `${metadata.actor} did the work handback ${state.id} reviews and cannot ${what} it`, {
     handoff_id: state.id,
   });
@@ -875,6 +907,7 @@ function decideReopenReview(command: ReopenReview, state: ExistingHandoff): Deci
       ended: data.ended,
       handback_id: data.new_handback_id,
       worker: data.worker,
+      ...(data.worker_kind !== undefined ? { worker_kind: data.worker_kind } : {}),
       handback_recipient: recipient,
     }),
   });
@@ -953,6 +986,9 @@ function decideUnstamped(command: HandoffCommand, state: HandoffState): Decision
       if (key.use === 'retry') return accept();
       if (key.use === 'reused') return keyReused(command, state.id);
     }
+    // After the retry: a create stored while its run waited for its sender is answered as stored.
+    const runRefusal = checkRunPart(command);
+    if (runRefusal) return runRefusal;
     return decideCreate(command, state);
   }
   // A caller from another project (a cross-project delegator) reaches only handoffs its project

@@ -171,23 +171,40 @@ describe('handoff: the worker cannot end the handback that reviews its work', ()
     return ledger;
   };
 
-  it.each(['agent', 'operator'] as const)('abandon of its handback by the worker (as %s) is refused with review_end_forbidden', (kind) => {
+  it('abandon of its handback by the worker is refused with review_end_forbidden', () => {
     const ledger = returned();
-    expect(ledger.state('hb-c1')).toMatchObject({ status: 'pending', from_agent: 'bob', reviewed_worker: 'bob' });
-    expect(ledger.send('hb-c1', to('hb-c1', cmd.abandon('bob', kind)))).toEqual({ ok: false, code: 'review_end_forbidden' });
+    expect(ledger.state('hb-c1')).toMatchObject({ status: 'pending', from_agent: 'bob', reviewed_worker: 'bob', reviewed_worker_kind: 'agent' });
+    expect(ledger.send('hb-c1', to('hb-c1', cmd.abandon('bob')))).toEqual({ ok: false, code: 'review_end_forbidden' });
     expect(ledger.state('hb-c1').status).toBe('pending');
     expect(ledger.state(HID).status).toBe('returned');
   });
 
-  it('fail or release of its handback by the worker is refused with review_end_forbidden, even as an operator', () => {
+  it('fail or release of its handback by the worker is refused with review_end_forbidden', () => {
     const ledger = returned();
-    expect(ledger.send('hb-c1', to('hb-c1', cmd.fail('bob', undefined, 'operator')))).toEqual({ ok: false, code: 'review_end_forbidden' });
     expect(ledger.send('hb-c1', to('hb-c1', cmd.fail('bob', undefined)))).toEqual({ ok: false, code: 'review_end_forbidden' });
     // Before anyone claimed it too: the rule is said, not the status.
     expect(ledger.send('hb-c1', to('hb-c1', cmd.release('bob', undefined)))).toEqual({ ok: false, code: 'review_end_forbidden' });
     expect(ledger.send('hb-c1', to('hb-c1', cmd.claim('alice', 'r1', 3))).ok).toBe(true);
-    expect(ledger.send('hb-c1', to('hb-c1', cmd.release('bob', undefined, 'operator')))).toEqual({ ok: false, code: 'review_end_forbidden' });
+    expect(ledger.send('hb-c1', to('hb-c1', cmd.release('bob', 'r1')))).toEqual({ ok: false, code: 'review_end_forbidden' });
     expect(ledger.state('hb-c1').status).toBe('claimed');
+  });
+
+  it('a person named like the worker agent is not the worker: she may end its handback as any person may (the worker is kind and name)', () => {
+    const abandoned = returned();
+    expect(abandoned.send('hb-c1', to('hb-c1', cmd.abandon('bob', 'operator')))).toMatchObject({ ok: true, events: [{ type: 'handoff.abandoned' }] });
+    const failed = returned();
+    expect(failed.send('hb-c1', to('hb-c1', cmd.fail('bob', undefined, 'operator')))).toMatchObject({ ok: true, events: [{ type: 'handoff.failed' }] });
+  });
+
+  it('a handback of work whose claim did not record its kind keeps the name rule: the worker`s name as an operator is refused too', () => {
+    const ledger = new Ledger();
+    ledger.send(HID, cmd.create());
+    ledger.send(HID, cmd.claim('bob', 'c1', 1));
+    delete (ledger.streams.get(HID)!.at(-1)!.data as { claimed_by_kind?: string }).claimed_by_kind;
+    ledger.send(HID, cmd.ret('bob', 'c1', 2));
+    expect(ledger.send('hb-c1', to('hb-c1', cmd.abandon('bob', 'operator')))).toEqual({ ok: false, code: 'review_end_forbidden' });
+    expect(ledger.send('hb-c1', to('hb-c1', cmd.fail('bob', undefined, 'operator')))).toEqual({ ok: false, code: 'review_end_forbidden' });
+    expect(ledger.send('hb-c1', to('hb-c1', cmd.release('bob', undefined, 'operator')))).toEqual({ ok: false, code: 'review_end_forbidden' });
   });
 
   it('another agent is refused not_the_delegator naming only the operators: the handback`s from_agent is the worker, who may not end it', () => {

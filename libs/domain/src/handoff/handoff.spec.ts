@@ -19,7 +19,15 @@ describe('handoff: optimistic claim guard (UPDATE ... WHERE status = pending)', 
       .then([
         {
           type: 'handoff.claimed',
-          data: { handoff_id: HID, at: at(5), idempotency_key: 'claim:c1', claimed_by: 'bob', claim_id: 'c1', lease_expires_at: at(5 + LEASE_MS / 1000) },
+          data: {
+            handoff_id: HID,
+            at: at(5),
+            idempotency_key: 'claim:c1',
+            claimed_by: 'bob',
+            claimed_by_kind: 'agent',
+            claim_id: 'c1',
+            lease_expires_at: at(5 + LEASE_MS / 1000),
+          },
         },
       ]);
   });
@@ -557,14 +565,78 @@ describe('handoff: the known holes (v0.2.006 W1) are closed', () => {
       .thenMatch([{ type: 'handoff.returned', data: expect.objectContaining({ report: expect.objectContaining({ outcome: 'partial' }) }) }]);
   });
 
-  it('hole (c): the worker can never accept its own work (self_accept_forbidden), whatever actor kind it claims', () => {
+  it('hole (c): the worker can never accept its own work (self_accept_forbidden); the worker is the principal that claimed it, kind and name', () => {
     const ledger = new Ledger();
     ledger.send(HID, cmd.create());
     ledger.send(HID, cmd.claim('bob', 'c1'));
     ledger.send(HID, cmd.ret('bob', 'c1'));
+    // The return records what the claimer was; the handback carries it.
+    expect(ledger.streams.get(HID)!.at(-1)).toMatchObject({ type: 'handoff.returned', data: { worker: 'bob', worker_kind: 'agent' } });
+    expect(toHandoffRecord(ledger.state('hb-c1'))).toMatchObject({ reviewed_worker: 'bob', reviewed_worker_kind: 'agent' });
     expect(ledger.send('hb-c1', cmd.decide('hb-c1', 'bob', 'accept'))).toEqual({ ok: false, code: 'self_accept_forbidden' });
-    expect(ledger.send('hb-c1', cmd.decide('hb-c1', 'bob', 'accept', 'operator'))).toEqual({ ok: false, code: 'self_accept_forbidden' });
     expect(ledger.send('hb-c1', cmd.decide('hb-c1', 'bob', 'rework'))).toEqual({ ok: false, code: 'self_review_forbidden' });
+    expect(ledger.state(HID).status).toBe('returned');
+  });
+
+  it('hole (c): a person whose token is named like the worker agent is someone else: she may decide its handback; the agent still may not', () => {
+    for (const kind of ['operator', 'human'] as const) {
+      const ledger = new Ledger();
+      ledger.send(HID, cmd.create());
+      ledger.send(HID, cmd.claim('bob', 'c1'));
+      ledger.send(HID, cmd.ret('bob', 'c1'));
+      expect(ledger.send('hb-c1', cmd.decide('hb-c1', 'bob', 'accept'))).toEqual({ ok: false, code: 'self_accept_forbidden' });
+      expect(ledger.send('hb-c1', cmd.decide('hb-c1', 'bob', 'accept', kind))).toMatchObject({
+        ok: true,
+        events: [{ type: 'handoff.handback_decided', data: { decided_by: 'bob', decided_by_kind: kind } }],
+      });
+      expect(ledger.state(HID).status).toBe('completed');
+    }
+  });
+
+  it('hole (c): a person who did the work may not decide it, through any relay; an agent named like her is not the worker (the addressee rules still apply to it)', () => {
+    const ledger = new Ledger();
+    ledger.send(HID, cmd.create({ to_role: 'operator' }));
+    ledger.send(HID, cmd.claim('olga', 'c1', 1, { claimer_roles: ['operator'] }, 'operator'));
+    ledger.send(HID, cmd.ret('olga', 'c1', 2, report(), 'operator'));
+    expect(toHandoffRecord(ledger.state('hb-c1'))).toMatchObject({ reviewed_worker: 'olga', reviewed_worker_kind: 'operator' });
+    for (const kind of ['operator', 'human'] as const) {
+      expect(ledger.send('hb-c1', cmd.decide('hb-c1', 'olga', 'accept', kind))).toEqual({ ok: false, code: 'self_accept_forbidden' });
+    }
+    // An agent named olga is not the worker: what stops it is that the handback is not addressed to it.
+    expect(ledger.send('hb-c1', cmd.decide('hb-c1', 'olga', 'accept'))).toEqual({ ok: false, code: 'not_the_addressee' });
+    expect(ledger.state(HID).status).toBe('returned');
+  });
+
+  it('hole (c): a reopened review keeps the worker`s kind: the new handback is still refused to the agent and open to a person of its name', () => {
+    const ledger = new Ledger();
+    ledger.send(HID, cmd.create());
+    ledger.send(HID, cmd.claim('bob', 'c1'));
+    ledger.send(HID, cmd.ret('bob', 'c1'));
+    // The reviewer (alice, the delegator) claims the handback and declines it: the review reopens.
+    expect(ledger.send('hb-c1', { ...cmd.claim('alice', 'r1', 11), data: { ...cmd.claim('alice', 'r1', 11).data, handoff_id: 'hb-c1' } })).toMatchObject({
+      ok: true,
+    });
+    expect(ledger.send('hb-c1', { ...cmd.release('alice', 'r1'), data: { ...cmd.release('alice', 'r1').data, handoff_id: 'hb-c1' } } as never)).toMatchObject({
+      ok: true,
+    });
+    const reopened = ledger.streams.get(HID)!.at(-1)!;
+    expect(reopened).toMatchObject({ type: 'handoff.review_reopened', data: { worker: 'bob', worker_kind: 'agent' } });
+    const next = (reopened.data as { handback_id: string }).handback_id;
+    expect(toHandoffRecord(ledger.state(next))).toMatchObject({ reviewed_worker: 'bob', reviewed_worker_kind: 'agent' });
+    expect(ledger.send(next, cmd.decide(next, 'bob', 'accept'))).toEqual({ ok: false, code: 'self_accept_forbidden' });
+    expect(ledger.send(next, cmd.decide(next, 'bob', 'accept', 'operator'))).toMatchObject({ ok: true });
+  });
+
+  it('hole (c): a handback of work whose claim did not record its kind (stored before it was) keeps the name rule: any caller of that name is the worker', () => {
+    const ledger = new Ledger();
+    ledger.send(HID, cmd.create());
+    ledger.send(HID, cmd.claim('bob', 'c1'));
+    // The claim as an earlier ledger stored it: no claimed_by_kind.
+    delete (ledger.streams.get(HID)!.at(-1)!.data as { claimed_by_kind?: string }).claimed_by_kind;
+    ledger.send(HID, cmd.ret('bob', 'c1'));
+    expect(ledger.state('hb-c1')).not.toHaveProperty('reviewed_worker_kind');
+    expect(ledger.send('hb-c1', cmd.decide('hb-c1', 'bob', 'accept', 'operator'))).toEqual({ ok: false, code: 'self_accept_forbidden' });
+    expect(ledger.send('hb-c1', cmd.decide('hb-c1', 'bob', 'accept'))).toEqual({ ok: false, code: 'self_accept_forbidden' });
     expect(ledger.state(HID).status).toBe('returned');
   });
 

@@ -19,6 +19,7 @@ export {
   type ReturnedHandoff,
 } from './state';
 export { handoffRun, type HandoffRunFields, type HandoffRunRef } from './run-ref';
+export { checkRunPart, evolveRunTurn, RunPartErrorCode, runTurnFold, runWaitsFor, type RunTurn } from './run-turn';
 export { applyEvidenceFloor, evidenceFloorApplies, hasEvidence, isMeaningfulEntry, isMeaningfulText } from './evidence';
 export {
   escalationPolicy,

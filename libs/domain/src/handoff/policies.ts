@@ -92,6 +92,9 @@ export function handbackPolicy(
       ...('to_agent' in recipient ? { to_agent: recipient.to_agent } : { to_role: recipient.to_role }),
       reply_to_handoff_id: d.handoff_id,
       reviewed_worker: d.worker,
+      // What the worker is (its claim's kind, recorded on the return or the reopened review): the
+      // handback's self-decision rule compares kind and name. Absent when it was not recorded.
+      ...(d.worker_kind !== undefined ? { reviewed_worker_kind: d.worker_kind } : {}),
       summary: clip(`Review the return of ${d.handoff_id}: ${d.report.summary}`),
       context: {
         completion_report: d.report,
@@ -237,6 +240,7 @@ export function reopenReviewPolicy(event: HandoffEvent, context: Pick<HandoffRea
           // `hb-` and 32 hex digits: the ledger's reserved handback shape, which no caller may create first.
           new_handback_id: `hb-${context.deriveId('handback-reopen', handback.id).replace(/^d-/, '')}`,
           worker,
+          ...(handback.reviewed_worker_kind !== undefined ? { worker_kind: handback.reviewed_worker_kind } : {}),
           idempotency_key: context.deriveId('review-reopen', handback.id),
         },
         metadata: systemMetadata(event.data.at),

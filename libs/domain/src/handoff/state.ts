@@ -38,6 +38,8 @@ export interface Claim {
   lease_expires_at: string;
   /** How long the claim's lease was when it was taken, ms (what a heartbeat naming no length renews it to). */
   lease_ms: number;
+  /** The kind of the principal that claimed it (`handoff.claimed`'s `claimed_by_kind`); undefined on claims stored before it was recorded. */
+  claimed_by_kind?: HandoffActorKind | undefined;
 }
 
 /** A claim the watchdog took back, and the retry count the handoff had before. */
@@ -64,6 +66,8 @@ export interface HandoffCore {
   reply_to_handoff_id?: string;
   /** On a completion handback: the worker whose work it reviews. */
   reviewed_worker?: string;
+  /** ... and its kind, when recorded: the worker is that kind and name (else the name alone). */
+  reviewed_worker_kind?: HandoffActorKind;
   summary: string;
   context: Record<string, unknown>;
   acceptance: Record<string, unknown>;
@@ -295,6 +299,7 @@ export function evolveHandoff(state: HandoffState, event: HandoffEvent): Handoff
     if (d.to_agent !== undefined) created.to_agent = d.to_agent;
     if (d.reply_to_handoff_id !== undefined) created.reply_to_handoff_id = d.reply_to_handoff_id;
     if (d.reviewed_worker !== undefined) created.reviewed_worker = d.reviewed_worker;
+    if (d.reviewed_worker_kind !== undefined) created.reviewed_worker_kind = d.reviewed_worker_kind;
     if (d.parent_goal_id !== undefined) created.parent_goal_id = d.parent_goal_id;
     if (d.workflow_run_id !== undefined) created.workflow_run_id = d.workflow_run_id;
     if (d.deadline_at !== undefined) created.deadline_at = d.deadline_at;
@@ -323,6 +328,7 @@ export function evolveHandoff(state: HandoffState, event: HandoffEvent): Handoff
           claimed_at: d.at,
           lease_expires_at: d.lease_expires_at,
           lease_ms: Math.max(0, Date.parse(d.lease_expires_at) - Date.parse(d.at)),
+          claimed_by_kind: d.claimed_by_kind,
         },
         ...withoutClaim(state),
         ...touched,
@@ -493,6 +499,7 @@ export function toHandoffRecord(state: HandoffState): HandoffRecord | null {
     to_agent: state.to_agent,
     reply_to_handoff_id: state.reply_to_handoff_id,
     reviewed_worker: state.reviewed_worker,
+    reviewed_worker_kind: state.reviewed_worker_kind,
     claimed_by: state.claim?.claimed_by,
     claimed_at: state.claim?.claimed_at,
     completed_at: state.completed_at,

@@ -86,7 +86,18 @@ export interface AnswerMeshStop {
  */
 export interface StopMesh {
   type: 'stop_mesh';
-  data: { packet_id: string; why: StopWhy; tried?: readonly string[]; trace_ids?: readonly string[]; detail?: string; cap?: StopCap; run_id?: string };
+  data: {
+    packet_id: string;
+    why: StopWhy;
+    tried?: readonly string[];
+    trace_ids?: readonly string[];
+    detail?: string;
+    cap?: StopCap;
+    /** The agent the stop is about when it is not the speaker: a circuit stop names the agent whose circuit opened. */
+    agent?: string;
+    /** The person the admin connection acts for (recorded on `mesh.stopped` beside the actor `admin`). */
+    on_behalf_of?: string;
+  };
   metadata: MeshCommandMetadata;
 }
 

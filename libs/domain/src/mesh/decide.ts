@@ -304,7 +304,7 @@ function agentStopped(state: MeshRunState, command: RecordMeshTurn, turn: number
     ...(signal.detail !== undefined ? { detail: signal.detail } : {}),
     ...(signal.cap !== undefined ? { cap: { ...signal.cap } } : {}),
     ...(signal.why === 'unknown_intent' ? { intents: meshParticipants(state.mesh) } : {}),
-    run_id: d.run_id,
+    run_id: state.mesh_run_id,
     workflow_run_id: state.mesh_run_id,
     project: state.project,
     agent: d.agent,
@@ -336,15 +336,22 @@ function stopMesh(command: StopMesh, state: MeshState): DecisionResult<MeshEvent
     ...(d.trace_ids !== undefined ? { trace_ids: d.trace_ids } : {}),
     ...(d.detail !== undefined ? { detail: d.detail } : {}),
     ...(d.cap !== undefined ? { cap: { ...d.cap } } : {}),
-    run_id: d.run_id ?? state.mesh_run_id,
+    run_id: state.mesh_run_id,
     workflow_run_id: state.mesh_run_id,
     project: state.project,
-    agent: state.speaker,
+    agent: d.agent ?? state.speaker,
     step: state.mesh.name,
   });
   const stopped: MeshEvent = {
     type: 'mesh.stopped',
-    data: { packet: inMesh(packet), result_id: d.packet_id, turns: state.turns, max_iterations: state.mesh.max_iterations, stopped_at: now },
+    data: {
+      packet: inMesh(packet),
+      result_id: d.packet_id,
+      turns: state.turns,
+      max_iterations: state.mesh.max_iterations,
+      stopped_at: now,
+      ...(d.on_behalf_of !== undefined ? { on_behalf_of: d.on_behalf_of } : {}),
+    },
   };
   const notice = stopNotice(state, stopped, null, now, `${state.speaker}'s turn cannot go on`);
   return notice === null ? accept(stopped) : accept(stopped, notice);
@@ -390,7 +397,7 @@ function stopped(state: MeshRunState, command: RecordMeshTurn, turn: number, cho
     why: 'thrash',
     tried: [...state.path, `${d.agent}→${chosen.target} (refused: cap)`],
     pending: null,
-    run_id: d.run_id,
+    run_id: state.mesh_run_id,
     workflow_run_id: state.mesh_run_id,
     project: state.project,
     agent: d.agent,

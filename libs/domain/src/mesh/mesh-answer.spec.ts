@@ -451,3 +451,30 @@ describe('a stop asked from outside a mesh (the watchdog: a turn escalated with 
     expect(stopped.find((e) => e.type === 'mesh.stopped')).toMatchObject({ data: { turns: 0, packet: { agent: 'triage' } } });
   });
 });
+
+describe('every packet of a mesh carries the mesh run as its run_id (seed 003: "Same inbox. Same run_id.")', () => {
+  const stoppedBy = (events: MeshEvent[]) =>
+    (events.filter((e) => e.type === 'mesh.stopped').at(-1) as Extract<MeshEvent, { type: 'mesh.stopped' }>).data.packet;
+
+  it("the cap stop, an agent's own stop and a stop from outside: run_id is the mesh run, never the turn's agent run id", () => {
+    // The cap (thrash): the turn that hit it was `ar-p2`.
+    expect(stoppedBy(stoppedHistory())).toMatchObject({ run_id: 'm1', workflow_run_id: 'm1' });
+    // An agent's own stop (its turn's run id `stop-2`, as an agent may name it).
+    const own = play([
+      start(),
+      {
+        type: 'record_turn',
+        data: { result_id: 't4-6dd5d7', run_id: 'stop-2', agent: 'triage', text: 'needs a person', handoff_tool_calls: [], stop: { why: 'policy' } },
+        metadata: { now: NOW, actor: 'triage' },
+      },
+    ]);
+    expect(stoppedBy(own)).toMatchObject({ run_id: 'm1', workflow_run_id: 'm1', why: 'policy' });
+    // The watchdog's stop from outside.
+    const outside = play([
+      start(),
+      turn('p1', 'triage', [call('billing')]),
+      { type: 'stop_mesh', data: { packet_id: 'wd-1', why: 'guard_failed', tried: [] }, metadata: { now: LATER, actor: 'baton-watchdog' } },
+    ]);
+    expect(stoppedBy(outside)).toMatchObject({ run_id: 'm1', workflow_run_id: 'm1' });
+  });
+});

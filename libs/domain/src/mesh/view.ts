@@ -306,7 +306,9 @@ export function summarizeMeshEvent(event: MeshEvent): string {
     case 'mesh.stopped':
       return event.data.refused !== undefined
         ? `stopped (${event.data.packet.why}) at its cap of ${turnCount(event.data.max_iterations)}: ${event.data.refused.from} → ${event.data.refused.to} refused; packet ${event.data.packet.packet_id}`
-        : `stopped (${event.data.packet.why}) by ${event.data.packet.agent}'s turn ${event.data.turns}${event.data.packet.detail ? `: ${event.data.packet.detail}` : ''}; packet ${event.data.packet.packet_id}`;
+        : `stopped (${event.data.packet.why}) by ${event.data.packet.agent}'s turn ${event.data.turns}${event.data.packet.detail ? `: ${event.data.packet.detail}` : ''}; packet ${event.data.packet.packet_id}${
+            event.data.on_behalf_of !== undefined ? `; asked by the admin for ${event.data.on_behalf_of}` : ''
+          }`;
     case 'mesh.turn_rejected':
       return `turn ${event.data.result_id} from ${event.data.agent} rejected (${event.data.code}): ${event.data.message}`;
     case 'mesh.notice_emitted':

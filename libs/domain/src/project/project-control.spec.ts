@@ -1,6 +1,6 @@
 import type { ProjectControlEvent } from '@baton/contracts';
 import { given } from '../testing/given';
-import { projectControlDecider, type ProjectControlCommand } from './project-control';
+import { projectControlDecider, toProjectControlRecord, type ProjectControlCommand } from './project-control';
 
 const now = '2026-01-01T00:00:00.000Z';
 const admin = { now, actor: 'ops', role: 'admin' as const };
@@ -33,6 +33,31 @@ describe('project kill switch', () => {
       .when(resume())
       .thenMatch([{ type: 'project.resumed', data: expect.objectContaining({ pause_id: 'pause-1' }) }]);
     given(projectControlDecider).when(resume()).thenFails('project_not_paused');
+  });
+});
+
+describe('project kill switch: who sent it and whom it claims to act for', () => {
+  const viaAdmin = { now, actor: 'admin', role: 'admin' as const, on_behalf_of: 'mallory' };
+  it('the actor is who sent it (paused_by / resumed_by); the person the admin connection named is on_behalf_of beside it, in the record too', () => {
+    const pausedFor: ProjectControlEvent = { type: 'project.paused', data: { ...paused.data, paused_by: 'admin', on_behalf_of: 'mallory' } };
+    given(projectControlDecider).when(pause('k1', viaAdmin)).then([pausedFor]);
+    given(projectControlDecider, [pausedFor])
+      .when(resume('k2', viaAdmin))
+      .thenMatch([{ type: 'project.resumed', data: expect.objectContaining({ resumed_by: 'admin', on_behalf_of: 'mallory' }) }]);
+    const state = [pausedFor].reduce(projectControlDecider.evolve, projectControlDecider.initialState());
+    expect(toProjectControlRecord('p', state)).toMatchObject({ status: 'paused', paused_by: 'admin', on_behalf_of: 'mallory' });
+  });
+  it('a pause stored before on_behalf_of folds as it was: its paused_by is the person, nothing claimed', () => {
+    const state = [paused].reduce(projectControlDecider.evolve, projectControlDecider.initialState());
+    expect(toProjectControlRecord('p', state)).toEqual({
+      project: 'p',
+      status: 'paused',
+      pause_id: 'pause-1',
+      paused_by: 'ops',
+      paused_at: now,
+      reason: 'incident',
+      version: 1,
+    });
   });
 });
 

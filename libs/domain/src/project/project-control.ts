@@ -26,12 +26,15 @@ interface ProjectControlCore {
 
 export type ProjectControlState =
   | { status: 'active'; project?: string; version: number; recent_keys: readonly ProjectRecentKey[]; last_pause_id?: string }
-  | (ProjectControlCore & { status: 'paused'; pause_id: string; paused_by: string; paused_at: string; reason: string });
+  | (ProjectControlCore & { status: 'paused'; pause_id: string; paused_by: string; paused_at: string; reason: string; on_behalf_of?: string });
 
 interface Meta {
   now: string;
+  /** Who sent it: the principal's actor (`admin` for the admin connection, the token's person for the notifier). */
   actor: string;
   role: ProjectControlRole;
+  /** The person the admin connection said it acts for: a claim, recorded as `on_behalf_of` beside `actor`. */
+  on_behalf_of?: string;
   /** The digest of the request body (`command_digest` on the event it causes). */
   digest?: string;
 }
@@ -70,6 +73,7 @@ export function evolveProjectControl(state: ProjectControlState, event: ProjectC
         paused_by: d.paused_by,
         paused_at: d.at,
         reason: d.reason,
+        ...(d.on_behalf_of !== undefined ? { on_behalf_of: d.on_behalf_of } : {}),
       };
     }
     case 'project.resumed':
@@ -103,6 +107,8 @@ export function decideProjectControl(command: ProjectControlCommand, state: Proj
     );
   }
   const digest = metadata.digest !== undefined ? { command_digest: metadata.digest } : {};
+  // Whom the admin connection said it acts for: recorded beside the actor, never as it.
+  const onBehalfOf = metadata.on_behalf_of !== undefined ? { on_behalf_of: metadata.on_behalf_of } : {};
   switch (command.type) {
     case 'pause': {
       if (state.status === 'paused') {
@@ -116,6 +122,7 @@ export function decideProjectControl(command: ProjectControlCommand, state: Proj
           at: metadata.now,
           idempotency_key: d.idempotency_key,
           ...digest,
+          ...onBehalfOf,
           pause_id: d.pause_id,
           paused_by: metadata.actor,
           reason: d.reason,
@@ -127,7 +134,15 @@ export function decideProjectControl(command: ProjectControlCommand, state: Proj
       const d = command.data;
       const event: ProjectControlEvent = {
         type: 'project.resumed',
-        data: { project: d.project, at: metadata.now, idempotency_key: d.idempotency_key, ...digest, pause_id: state.pause_id, resumed_by: metadata.actor },
+        data: {
+          project: d.project,
+          at: metadata.now,
+          idempotency_key: d.idempotency_key,
+          ...digest,
+          ...onBehalfOf,
+          pause_id: state.pause_id,
+          resumed_by: metadata.actor,
+        },
       };
       if (d.reason !== undefined) event.data.reason = d.reason;
       return accept(event);
@@ -154,6 +169,7 @@ export function toProjectControlRecord(project: string, state: ProjectControlSta
     paused_by: state.paused_by,
     paused_at: state.paused_at,
     reason: state.reason,
+    ...(state.on_behalf_of !== undefined ? { on_behalf_of: state.on_behalf_of } : {}),
     version: state.version,
   };
 }

@@ -71,3 +71,13 @@ describe('projectSummaryOf: each workflow with its versions (baton project, GET 
     expect(ProjectDefinitionSummarySchema.safeParse(older).success).toBe(true);
   });
 });
+
+describe('projectSummaryOf: who published and whom the admin connection named', () => {
+  it('published_by is who sent it; the person it named is on_behalf_of (a claim) and absent when nobody was named', () => {
+    const named: SummarizedEvent = { type: 'definition.published', payload: { ...(published([['ship', 1]]).payload as object), on_behalf_of: 'olga' } };
+    const withClaim = projectSummaryOf('p', [named], []).definition!;
+    expect(withClaim).toMatchObject({ published_by: 'admin', on_behalf_of: 'olga' });
+    expect(ProjectDefinitionSummarySchema.safeParse(withClaim).success).toBe(true);
+    expect(projectSummaryOf('p', [published([['ship', 1]])], []).definition).not.toHaveProperty('on_behalf_of');
+  });
+});

@@ -15,7 +15,7 @@ export interface SummarizedEvent {
  */
 export function projectSummaryOf(project: string, definitionEvents: readonly SummarizedEvent[], controlEvents: readonly SummarizedEvent[]): ProjectSummary {
   const published = definitionEvents.filter((event) => event.type === 'definition.published');
-  const last = published.at(-1)?.payload as { definition: ProjectDefinition; published_by: string; published_at: string } | undefined;
+  const last = published.at(-1)?.payload as { definition: ProjectDefinition; published_by: string; on_behalf_of?: string; published_at: string } | undefined;
   const control = controlEvents.reduce(
     (state, stored) => projectControlDecider.evolve(state, { type: stored.type, data: stored.payload } as ProjectControlEvent),
     projectControlDecider.initialState(),
@@ -28,6 +28,7 @@ export function projectSummaryOf(project: string, definitionEvents: readonly Sum
         : {
             published_at: last.published_at,
             published_by: last.published_by,
+            ...(last.on_behalf_of !== undefined ? { on_behalf_of: last.on_behalf_of } : {}),
             publishes: published.length,
             lead: last.definition.lead ?? null,
             agents: last.definition.agents.map((agent) => agent.name),

@@ -18,8 +18,19 @@ export const NoActionReasons = {
   /** Baton: an invalid typed decision *and* a return address → advance to the caller, both facts kept. */
   invalidTypedReturnToCaller: (diagnostic: string, callback: string) =>
     `no-action default: agent emitted no decision and its typed decision was invalid (${diagnostic}); returning to caller '${callback}'`,
+  /** Baton: a `function_call` naming the agent itself (no self re-entry, seed 000 §4) and nothing else decided → hold, the ignored call named. */
+  selfCall: (diagnostic: string) => `no-action default: agent emitted no decision but ${diagnostic}`,
+  /** Baton: the same with a return address → advance back to the caller. */
+  selfCallReturnToCaller: (diagnostic: string, callback: string) =>
+    `no-action default: agent emitted no decision but ${diagnostic}; returning to caller '${callback}'`,
   /** Baton: the agent advanced but there is no callback, no edge and the step is not terminal. */
   noRoute: (step: string) => `no-action default: no route from step '${step}' (no callback, no workflow edge, not terminal)`,
+} as const;
+
+/** A `function_call` whose `agent_name` is the calling agent itself: ignored (seed 000 §4, "no self re-entry"). */
+export const SelfCall = {
+  /** The diagnostic the no-action default's reason carries. */
+  diagnostic: (agent: string) => `a function_call to itself ('${agent}'), which was ignored (no self re-entry)`,
 } as const;
 
 /** Engine-written reasons for the other synthesised decisions. */

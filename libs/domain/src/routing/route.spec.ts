@@ -264,15 +264,55 @@ describe('seed 000 §4 the callback return address', () => {
       cfg({ function_call: { function: 'call_agent', agent_name: 'context', callback: 'context' } }),
     );
     expect(decision).toMatchObject({ rule: 'function_call', target: { agent: 'context' }, callback_after: null });
-    // The caller is not the fallback of an ignored callback, and an agent calling itself has none either.
-    expect(route({ agent: 'architect', step: 'analyze' }, cfg({ function_call: { function: 'call_agent', agent_name: 'architect' } }))).toMatchObject({
-      rule: 'function_call',
-      target: { agent: 'architect' },
-      callback_after: null,
-    });
+    // The caller is not the fallback of an ignored callback.
     // And a registered callback equal to the finishing agent never re-enters it.
     expect(route({ agent: 'context', step: 'context', callback: 'context' }, advance)).toMatchObject({ rule: 'workflow_edge', target: { agent: 'architect' } });
     expect(route({ agent: 'context', step: 'context', callback: 'context' }, absent)).toMatchObject({ rule: 'no_action_default', outcome: 'hold' });
+  });
+
+  it("an agent's function_call to itself is a no-op (no self re-entry): the no-action default — back to its caller, else hold — naming the ignored call, never the agent again", () => {
+    const self = (callback?: string) =>
+      cfg({ function_call: { function: 'call_agent', agent_name: 'context', ...(callback !== undefined ? { callback } : {}) } });
+    const diagnostic = "a function_call to itself ('context'), which was ignored (no self re-entry)";
+    // The audit's loop: issue called context; context answers by calling context (its callback itself, or none).
+    for (const signal of [self('context'), self()]) {
+      expect(route({ agent: 'context', step: 'triage', callback: 'issue' }, signal)).toEqual({
+        rule: 'no_action_default',
+        outcome: 'dispatch',
+        target: { agent: 'issue', step: 'triage' },
+        dispatch: { status: 'advance', reason: NoActionReasons.selfCallReturnToCaller(diagnostic, 'issue'), origin: 'engine_fallback' },
+        callback_after: null,
+      });
+    }
+    expect(NoActionReasons.selfCallReturnToCaller(diagnostic, 'issue')).toBe(
+      "no-action default: agent emitted no decision but a function_call to itself ('context'), which was ignored (no self re-entry); returning to caller 'issue'",
+    );
+    // No return address: held for a person, whose continue may take the edge.
+    expect(route({ agent: 'architect', step: 'analyze' }, cfg({ function_call: { function: 'call_agent', agent_name: 'architect' } }))).toMatchObject({
+      rule: 'no_action_default',
+      outcome: 'hold',
+      pending_target: { agent: 'context', step: 'context' },
+      dispatch: {
+        status: 'hold',
+        reason: NoActionReasons.selfCall("a function_call to itself ('architect'), which was ignored (no self re-entry)"),
+        origin: 'engine_fallback',
+      },
+    });
+    // The rest of its decision stands: an explicit hold or terminate beside the ignored call is honoured.
+    expect(
+      route(
+        { agent: 'context', step: 'triage', callback: 'issue' },
+        cfg({ function_call: { function: 'call_agent', agent_name: 'context' }, dispatch: { status: 'hold', reason: 'wait' } }),
+      ),
+    ).toMatchObject({ rule: 'explicit_dispatch', outcome: 'hold', dispatch: { reason: 'wait', origin: 'agent' } });
+    // Calling another agent is still a call.
+    expect(
+      route({ agent: 'context', step: 'triage', callback: 'issue' }, cfg({ function_call: { function: 'call_agent', agent_name: 'reviewer' } })),
+    ).toMatchObject({
+      rule: 'function_call',
+      target: { agent: 'reviewer' },
+      callback_after: 'context',
+    });
   });
 
   it("it is a fallback, not an override: the callee's own action (rules 1–2) always wins", () => {

@@ -10,7 +10,7 @@ import type {
   WorkflowDefinition,
 } from '@baton/contracts';
 import { assertNever } from '../decider';
-import { EngineReasons, NoActionReasons } from './reasons';
+import { EngineReasons, NoActionReasons, SelfCall } from './reasons';
 import { forwardEdge, resolveAgent, resolveNamedTarget, Resolved, stepById } from './targets';
 
 /** Everything the cascade needs to route one finished agent run. Pure data; nothing is looked up. */
@@ -51,6 +51,14 @@ export interface RouteInput {
  */
 export function resolveRoute(input: RouteInput): RouteDecision {
   const config = input.signal.kind === 'config' ? input.signal.config : null;
+  if (config !== null && config.function_call !== undefined && config.function_call.agent_name === input.agent) {
+    // A call to the agent itself is a no-op (§4: no self re-entry): it would only run the same
+    // agent again and again until the hop budget stops the run. The rest of its decision stands
+    // (an explicit hold, loop, terminate or destination); with nothing else, the no-action default
+    // (back to the caller, else hold), its reason naming the ignored call.
+    const { function_call: _self, ...rest } = config;
+    return resolveExplicit(input, rest) ?? resolveNoAction(input, { diagnostic: SelfCall.diagnostic(input.agent), typed: true, selfCall: true });
+  }
   if (config !== null) {
     const explicit = resolveExplicit(input, config);
     if (explicit !== null) return explicit;
@@ -192,7 +200,7 @@ function resolveAdvance(input: RouteInput, reason: string | null): RouteDecision
  * the decision the agent gave could not be read (a sentinel that does not parse, or a typed decision
  * that breaks the contract); its diagnostic goes into the reason.
  */
-function resolveNoAction(input: RouteInput, invalid: { diagnostic: string; typed: boolean } | null): RouteDecision {
+function resolveNoAction(input: RouteInput, invalid: { diagnostic: string; typed: boolean; selfCall?: true } | null): RouteDecision {
   const callback = liveCallback(input);
   if (callback !== null) {
     return {
@@ -203,9 +211,11 @@ function resolveNoAction(input: RouteInput, invalid: { diagnostic: string; typed
         'advance',
         invalid === null
           ? NoActionReasons.returnToCaller(callback)
-          : invalid.typed
-            ? NoActionReasons.invalidTypedReturnToCaller(invalid.diagnostic, callback)
-            : NoActionReasons.unparseableReturnToCaller(invalid.diagnostic, callback),
+          : invalid.selfCall === true
+            ? NoActionReasons.selfCallReturnToCaller(invalid.diagnostic, callback)
+            : invalid.typed
+              ? NoActionReasons.invalidTypedReturnToCaller(invalid.diagnostic, callback)
+              : NoActionReasons.unparseableReturnToCaller(invalid.diagnostic, callback),
       ),
       callback_after: null,
     };
@@ -220,9 +230,11 @@ function resolveNoAction(input: RouteInput, invalid: { diagnostic: string; typed
       'hold',
       invalid === null
         ? NoActionReasons.hold
-        : invalid.typed
-          ? NoActionReasons.invalidTyped(invalid.diagnostic)
-          : NoActionReasons.unparseable(invalid.diagnostic),
+        : invalid.selfCall === true
+          ? NoActionReasons.selfCall(invalid.diagnostic)
+          : invalid.typed
+            ? NoActionReasons.invalidTyped(invalid.diagnostic)
+            : NoActionReasons.unparseable(invalid.diagnostic),
     ),
     callback_after: null,
   };

@@ -111,10 +111,15 @@ export interface StopRun {
     pending?: PendingToolCall | null;
     detail?: string;
     cap?: StopCap;
-    /** The agent run the stop concerns; defaults to the workflow run id. */
-    run_id?: string;
     /** The escalated handoff the stop was asked for (recorded on `run.stopped`). */
     escalation?: StopEscalation;
+    /**
+     * The agent the stop is about, when it is not the run's current one: a circuit stop names the
+     * agent whose circuit opened (the packet's `agent`); default the agent the run waits for.
+     */
+    agent?: string;
+    /** The person the admin connection acts for (recorded on `run.stopped` beside the actor `admin`). */
+    on_behalf_of?: string;
   };
   metadata: RunCommandMetadata;
 }
@@ -158,7 +163,7 @@ export const HandoffFailureReason = {
   createRefused: 'create_refused',
   /** Its deadline passed with no result from the target (outcome `timeout`, issue 5). */
   timeout: 'timeout',
-  /** It ended without a result: failed (`fail`), released by its claimer, or abandoned by someone other than the router (outcome `error`). */
+  /** It ended without a result: failed (`fail`), released by its claimer, abandoned (by a person, or by the router for a stopped run), or never offered because its run stopped first (outcome `error`). */
   ended: 'ended',
 } as const;
 export type HandoffFailureReason = (typeof HandoffFailureReason)[keyof typeof HandoffFailureReason];

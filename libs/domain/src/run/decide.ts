@@ -85,6 +85,24 @@ export const RunErrorCode = {
 export type RunErrorCode = (typeof RunErrorCode)[keyof typeof RunErrorCode];
 
 /**
+ * The refusals `record_result` gives a result only once it has found the result's agent to be the
+ * agent the run waits for (`unexpected_agent` is checked before them): the claim rule's four and
+ * `workflow_mismatch`. Every other refusal of a result — `unexpected_agent`, `awaiting_input`,
+ * `run_not_running`, `wrong_run`, the router's `unknown_agent` — is decided before that check, so
+ * it says nothing of whether its sender has any part in the run: an agent may publish a result
+ * naming any run of its project. The loop guards read this (`guardFactOf`): only a refusal on the
+ * sender's own turn is a failure ON that run, whose stop the circuit it opens may ask for
+ * (docs/governance.md, circuit per agent).
+ */
+export const OwnTurnRefusalCodes: ReadonlySet<string> = new Set<RunErrorCode>([
+  RunErrorCode.claimRequired,
+  RunErrorCode.staleHandoff,
+  RunErrorCode.handoffNotClaimed,
+  RunErrorCode.claimMismatch,
+  RunErrorCode.workflowMismatch,
+]);
+
+/**
  * An agent result read at the router's edge: its typed `decision` checked by the sentinel's rules.
  * A valid one stays on the result; one that breaks the contract leaves it, and comes back as an
  * `invalid` signal (source `typed`) that the routing takes as the no-action default with its
@@ -361,7 +379,7 @@ function recordResult(command: RecordResult, state: RunState): DecisionResult<Ru
   if (result.stop !== undefined) {
     // The agent reports a stop condition itself (seed 003): a stop with a packet, never a route.
     const facts: StopFacts = {
-      ...runFacts(state, result.run_id, now, stopIdFor(state.workflowRunId, cause)),
+      ...runFacts(state, now, stopIdFor(state.workflowRunId, cause)),
       why: result.stop.why,
       tried: triedBy(result),
       pending: result.pending_tool_call ?? null,
@@ -539,7 +557,9 @@ function stopRun(command: StopRun, state: RunState): DecisionResult<RunEvent> {
     );
   }
   const facts: StopFacts = {
-    ...runFacts(state, data.run_id ?? state.workflowRunId, metadata.now, data.packet_id),
+    ...runFacts(state, metadata.now, data.packet_id),
+    // A circuit stop is about the agent whose circuit opened, which need not be the run's own.
+    ...(data.agent !== undefined ? { agent: data.agent } : {}),
     why: data.why,
     tried: data.tried ?? [],
     // The stop names the call, or the run holds one: frozen, never dropped (docs/stop-packets.md
@@ -557,7 +577,7 @@ function stopRun(command: StopRun, state: RunState): DecisionResult<RunEvent> {
     facts.detail = clip(`${data.detail ?? 'hop budget spent'}; the run reached hop ${state.hops} before the stop landed`, 1_000);
   }
   const ctx: OutcomeContext = { state, cause: { kind: 'stop', id: data.packet_id }, now: metadata.now, agentText: null };
-  return accept(...stopEvents(ctx, facts, 'external', undefined, data.escalation));
+  return accept(...stopEvents(ctx, facts, 'external', undefined, data.escalation, data.on_behalf_of));
 }
 
 function rejectResult(command: RejectResult, state: RunState): DecisionResult<RunEvent> {
@@ -641,8 +661,12 @@ function failHandoff(command: HandoffFailedCommand, state: RunState): DecisionRe
       : data.reason === 'ended'
         ? `handoff ${pending.from} → ${pending.to} ended without a result from ${pending.to} (${data.code}); ON_FAILURE ESCALATE`
         : `handoff ${pending.from} → ${pending.to} failed before ${pending.to} accepted it (${data.code}); ON_FAILURE ESCALATE`;
-  const decision = engineHold('handoff', { agent: pending.from, step: pending.fromStep }, reason);
-  const ctx: OutcomeContext = { state: c.state, cause, now: metadata.now, agentText: null };
+  const caller = { agent: pending.from, step: pending.fromStep };
+  const decision = engineHold('handoff', caller, reason);
+  // The hold names the caller — the agent a person's `continue` runs (its `pending_target`), whose
+  // turn it is now that the child is gone — not the failed child: `run.held.agent` / `step` (the run's
+  // agent from here, the inbox item's), and the notice.
+  const ctx: OutcomeContext = { state: { ...c.state, ...caller }, cause, now: metadata.now, agentText: null };
   return accept(...c.events, ...outcomeEvents(ctx, decision, { workflow: data.workflow, agents: data.agents, result: null }));
 }
 
@@ -726,7 +750,7 @@ function outcomeEvents(ctx: OutcomeContext, decision: RouteDecision, defs: Defin
         // real freeze is never dropped): a policy stop whose packet freezes the call and whose
         // form approves or denies it.
         const facts: StopFacts = {
-          ...runFacts(ctx.state, result.run_id, ctx.now, stopIdFor(ctx.state.workflowRunId, ctx.cause)),
+          ...runFacts(ctx.state, ctx.now, stopIdFor(ctx.state.workflowRunId, ctx.cause)),
           why: 'policy',
           tried: triedBy(result),
           pending,
@@ -770,7 +794,7 @@ function outcomeEvents(ctx: OutcomeContext, decision: RouteDecision, defs: Defin
       // The router's unknown kind is unknown_intent (seed 003): stop with a packet, never guess.
       const result = defs.result;
       const facts: StopFacts = {
-        ...runFacts(ctx.state, result?.run_id ?? ctx.state.workflowRunId, ctx.now, stopIdFor(ctx.state.workflowRunId, ctx.cause)),
+        ...runFacts(ctx.state, ctx.now, stopIdFor(ctx.state.workflowRunId, ctx.cause)),
         why: 'unknown_intent',
         // Before any result (a start that names nothing) the stop is "before the loop": nothing tried.
         tried: result ? triedBy(result) : [],
@@ -824,6 +848,7 @@ function stopEvents(
   source: 'agent' | 'router' | 'external',
   decision?: RouteDecision,
   escalation?: StopEscalation,
+  onBehalfOf?: string,
 ): RunEvent[] {
   // The trace of the result that led here, after any the agent named itself (buildStop dedupes).
   const { packet } = buildStop(ctx.traceId !== undefined ? { ...facts, trace_ids: [...(facts.trace_ids ?? []), ctx.traceId] } : facts);
@@ -837,13 +862,15 @@ function stopEvents(
         stopped_at: ctx.now,
         ...(decision !== undefined ? { decision } : {}),
         ...(escalation !== undefined ? { escalation } : {}),
+        ...(onBehalfOf !== undefined ? { on_behalf_of: onBehalfOf } : {}),
       },
     },
-    noticeEvent(ctx, 'stop', `run stopped (${packet.why})${packet.detail ? `: ${packet.detail}` : ''}`, packet.packet_id),
+    // The notice names the agent its packet names (a circuit stop's: whose circuit opened).
+    noticeEvent(ctx, 'stop', `run stopped (${packet.why})${packet.detail ? `: ${packet.detail}` : ''}`, packet.packet_id, packet.agent),
   ];
 }
 
-function noticeEvent(ctx: OutcomeContext, reason: NoticeReason, headline: string, stopId?: string): RunEvent {
+function noticeEvent(ctx: OutcomeContext, reason: NoticeReason, headline: string, stopId?: string, agent = ctx.state.agent): RunEvent {
   // start_run refuses a run with nobody to notify, so a started run always has a recipient.
   const recipient = selectNoticeRecipient(ctx.state.people) ?? { handle: 'unknown', source: 'trigger_author' as const };
   return {
@@ -858,7 +885,7 @@ function noticeEvent(ctx: OutcomeContext, reason: NoticeReason, headline: string
         headline,
         agentText: ctx.agentText,
         step: ctx.state.step,
-        agent: ctx.state.agent,
+        agent,
         ...(stopId !== undefined ? { stopId } : {}),
         now: ctx.now,
       }),
@@ -881,11 +908,17 @@ function humanRoute(target: RouteTarget, reason: string, callbackAfter: string |
   };
 }
 
-function runFacts(state: StartedRunState, runId: string, now: string, packetId: string) {
+/**
+ * What every stop packet of a workflow run is built from. Its `run_id` is the run's own id, the
+ * same on every packet of the run whoever stopped it — an agent's own stop, the router's, the
+ * watchdog's (seed 003: "Same inbox. Same run_id."); the agent's id for its run of a step stays on
+ * the result it sent (`run.result_recorded.run_id`). Packets stored before carry what they had.
+ */
+function runFacts(state: StartedRunState, now: string, packetId: string) {
   return {
     packet_id: packetId,
     now,
-    run_id: runId,
+    run_id: state.workflowRunId,
     workflow_run_id: state.workflowRunId,
     project: state.project,
     agent: state.agent,

@@ -155,6 +155,18 @@ describe('a returnable handoff has a deadline: past it, handoff_completed with o
     expect(when.stateAfter().status).toBe('held');
   });
 
+  it("ON_FAILURE ESCALATE: the hold names the caller a continue runs — the held event, the run's agent and the notice — not the failed child", () => {
+    const defs = project({ action: 'escalate' });
+    const { history, handoffId } = delegated(defs);
+    const when = given(runDecider, history).when(timeout(defs, handoffId));
+    const events = when.thenMatch([{ type: 'run.handoff_completed' }, { type: 'run.held' }, { type: 'run.notice_emitted' }]);
+    const caller = { agent: 'Loan_Supervisor', step: 'converse' };
+    expect(events[1]!.data).toMatchObject({ ...caller, pending_target: caller });
+    expect((events[2] as Extract<RunEvent, { type: 'run.notice_emitted' }>).data.notice).toMatchObject(caller);
+    const after = when.stateAfter();
+    expect(after.status !== 'none' && { agent: after.agent, step: after.step }).toEqual(caller);
+  });
+
   it('a run stopped from outside while its child works stays stopped when the child then fails: the end is recorded, ON_FAILURE is not applied over the stop', () => {
     const defs = project({ action: 'continue' });
     const { history, handoffId } = delegated(defs);

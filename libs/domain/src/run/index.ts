@@ -1,4 +1,14 @@
-export { runDecider, decideRun, decisionSignalOf, declaredVariables, readTypedDecision, RunErrorCode, beginsWithRecordOf, isPassiveRunEvent } from './decide';
+export {
+  runDecider,
+  decideRun,
+  decisionSignalOf,
+  declaredVariables,
+  readTypedDecision,
+  RunErrorCode,
+  OwnTurnRefusalCodes,
+  beginsWithRecordOf,
+  isPassiveRunEvent,
+} from './decide';
 export {
   answerKey,
   evolveRun,
@@ -6,6 +16,9 @@ export {
   initialRunState,
   messageKey,
   refusedKindOf,
+  foreignRefusalsOf,
+  idleRefusalsOf,
+  waitsForNoResult,
   openStopId,
   isFinished,
   activeScope,

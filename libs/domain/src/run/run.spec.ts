@@ -791,3 +791,15 @@ describe('workflow run: stops with a packet (seed 003)', () => {
       .thenFails('run_already_stopped');
   });
 });
+
+describe('workflow run: every stop packet carries the run as its run_id (seed 003: "Same inbox. Same run_id.")', () => {
+  it("an agent's own stop, the router's (unknown_intent) and one from outside all name the workflow run, not the agent's run id", () => {
+    const packetOf = (events: RunEvent[]) => ofType(events, 'run.stopped')[0]!.data.packet;
+    const own = play([decided('r1', 'issue', advance, { stop: { why: 'policy' } })], started());
+    expect(packetOf(own.last)).toMatchObject({ run_id: RUN, workflow_run_id: RUN, why: 'policy' });
+    const router = play([decided('r1', 'issue', { task: 'nobody' })], started());
+    expect(packetOf(router.last)).toMatchObject({ run_id: RUN, why: 'unknown_intent' });
+    const outside = play([{ type: 'stop', data: { packet_id: 'wd-1', why: 'circuit_open', tried: ['issue'] }, metadata: meta }], started());
+    expect(packetOf(outside.last)).toMatchObject({ run_id: RUN, why: 'circuit_open' });
+  });
+});

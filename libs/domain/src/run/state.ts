@@ -141,6 +141,23 @@ export interface RunCore {
   /** How many HumanActionNotices the run has emitted. */
   notices: number;
   startedAt: string;
+  /**
+   * Refused results the run recorded (`run.result_rejected`, `refused: result`) of agents other than
+   * the one it waited for when each came, per agent: what {@link foreignRefusalsOf} counts against
+   * the router's cap on them (an agent may publish a result naming any run of its project, and every
+   * refusal recorded is an event on someone else's run; docs/runs.md, rule 4). Null while there are
+   * none; absent in a fold stored before it was kept (read as none).
+   */
+  foreignRefusals?: Readonly<Record<string, number>> | null;
+  /**
+   * Refused results the run recorded of the agent it waited for while it waited for no agent result
+   * (held, stopped, completed, terminated, or waiting for the customer's message: `run_not_running`,
+   * `awaiting_input`), per agent: what {@link idleRefusalsOf} counts against the router's cap on
+   * them (`ROUTER_FOREIGN_REFUSALS_PER_RUN`: a finished run's last agent could otherwise append
+   * refusals to it for ever). A refusal is counted here or in `foreignRefusals`, never both. Null
+   * while there are none; absent in a fold stored before it was kept (read as none).
+   */
+  idleRefusals?: Readonly<Record<string, number>> | null;
 }
 
 /**
@@ -226,6 +243,8 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
       processedIds: ProcessedIds.of([data.workflow_run_id]),
       notices: 0,
       startedAt: data.started_at,
+      foreignRefusals: null,
+      idleRefusals: null,
     };
   }
   if (state.status === 'none') throw new Error(`corrupt run stream: ${event.type} before run.started`);
@@ -382,6 +401,11 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
           pendingCall: event.data.pending_call ?? null,
         },
         ...core,
+        // The agent and step the hold names: the run's own but for an ON_FAILURE ESCALATE hold, which
+        // names the caller (its `continue` runs it; the failed child's turn is over). A hold stored
+        // before named the run's agent, so folding it changes nothing.
+        agent: event.data.agent,
+        step: event.data.step,
         callback: event.data.decision.callback_after,
       };
     case 'run.stopped':
@@ -402,7 +426,12 @@ export function evolveRun(state: RunState, event: RunEvent): RunState {
     case 'run.terminated':
       return { status: 'terminated', terminatedReason: event.data.reason, ...core, callback: null };
     case 'run.result_rejected':
-      return { ...state, processedIds: withProcessedId(state.processedIds, refusalKey(event.data)) };
+      return {
+        ...state,
+        processedIds: withProcessedId(state.processedIds, refusalKey(event.data)),
+        foreignRefusals: withForeignRefusal(state, event.data),
+        idleRefusals: withIdleRefusal(state, event.data),
+      };
     case 'run.notice_emitted':
       return { ...state, notices: state.notices + 1 };
     default:
@@ -433,7 +462,59 @@ function coreOf(state: StartedRunState): RunCore {
     processedIds: state.processedIds,
     notices: state.notices,
     startedAt: state.startedAt,
+    foreignRefusals: state.foreignRefusals ?? null,
+    idleRefusals: state.idleRefusals ?? null,
   };
+}
+
+/**
+ * How many refused results of `agent` the run has recorded while it waited for another agent
+ * (`foreignRefusals`): the count the router holds to `ROUTER_FOREIGN_REFUSALS_PER_RUN` before it
+ * stops recording them on the run (and dead-letters them instead).
+ */
+export function foreignRefusalsOf(state: Pick<RunCore, 'foreignRefusals'>, agent: string): number {
+  const counts = state.foreignRefusals;
+  return counts !== null && counts !== undefined && Object.hasOwn(counts, agent) ? (counts[agent] ?? 0) : 0;
+}
+
+/** `foreignRefusals` after a `run.result_rejected`: one more for its agent when it refused a result of an agent the run did not wait for. */
+function withForeignRefusal(state: StartedRunState, data: { agent: string; refused?: RefusedKind | undefined }): RunCore['foreignRefusals'] {
+  const counts = state.foreignRefusals ?? null;
+  if (refusedKindOf(data) !== 'result' || data.agent === state.agent) return counts;
+  // A record without a prototype: an agent name is a key here, never a property of Object.prototype.
+  const next: Record<string, number> = Object.assign(Object.create(null) as Record<string, number>, counts);
+  next[data.agent] = foreignRefusalsOf(state, data.agent) + 1;
+  return next;
+}
+
+/**
+ * Whether the run waits for no agent result now: held, stopped or finished, or waiting for the
+ * customer's message. A result its own agent sends then is refused (`run_not_running`,
+ * `awaiting_input`) whatever it holds, and says nothing of its turn (the guards read none of them
+ * as a failure on the run: `OwnTurnRefusalCodes`).
+ */
+export function waitsForNoResult(state: StartedRunState): boolean {
+  return state.status !== 'running' || state.awaitingInput;
+}
+
+/**
+ * How many refused results of `agent` — the agent the run waited for — the run has recorded while it
+ * waited for no agent result ({@link waitsForNoResult}; `idleRefusals`): the count the router holds
+ * to `ROUTER_FOREIGN_REFUSALS_PER_RUN` before it stops recording them on the run (and dead-letters
+ * them `idle_refusals_spent` instead).
+ */
+export function idleRefusalsOf(state: Pick<RunCore, 'idleRefusals'>, agent: string): number {
+  const counts = state.idleRefusals;
+  return counts !== null && counts !== undefined && Object.hasOwn(counts, agent) ? (counts[agent] ?? 0) : 0;
+}
+
+/** `idleRefusals` after a `run.result_rejected`: one more for its agent when it refused a result of the run's own agent while the run waited for no result. */
+function withIdleRefusal(state: StartedRunState, data: { agent: string; refused?: RefusedKind | undefined }): RunCore['idleRefusals'] {
+  const counts = state.idleRefusals ?? null;
+  if (refusedKindOf(data) !== 'result' || data.agent !== state.agent || !waitsForNoResult(state)) return counts;
+  const next: Record<string, number> = Object.assign(Object.create(null) as Record<string, number>, counts);
+  next[data.agent] = idleRefusalsOf(state, data.agent) + 1;
+  return next;
 }
 
 /**

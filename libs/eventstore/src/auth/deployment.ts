@@ -16,6 +16,7 @@ import {
   type NkeyPair,
 } from './jwt';
 import { DeploymentError } from './deployment-error';
+import { userLimitsFor, type UserLimits } from './limits';
 import { permissionsFor } from './permissions';
 import { readUserRecord, recordedRevocations, recordIssued } from './user-record';
 
@@ -29,6 +30,7 @@ export { DeploymentError } from './deployment-error';
  *   account.seed             the BATON account key (signs every user JWT)      0600
  *   system.seed              the system account key                            0600
  *   users.jsonl              every user key issued and revoked (public keys; user-record.ts)
+ *   account-limits.json      the BATON account's JetStream storage limit, when one is set (nats-config --max-store)
  *   auth.conf                the trust block: operator JWT, account JWTs (memory resolver)
  *   nats-server.conf         a server configuration trusting the operator, the trust block inline
  *   creds/<service>.creds    router, ledger, watchdog, notifier, admin          0600
@@ -102,6 +104,42 @@ export function openDeployment(dir: string, prefix: string): AuthDeployment {
   };
   writeFileSync(meta, `${JSON.stringify(file, null, 2)}\n`);
   return deployment;
+}
+
+/** The BATON account's JetStream limits that `baton nats-config --max-store` sets, kept in the deployment folder. */
+export interface AccountLimits {
+  /** Most bytes the account's file-backed streams may hold together; null: no limit. */
+  maxStore: number | null;
+}
+
+const ACCOUNT_LIMITS_FILE = 'account-limits.json';
+
+/**
+ * The account limits kept in the deployment folder (`account-limits.json`); none when it holds
+ * none. Every account JWT the folder signs carries them — nats-config's and a revocation's alike —
+ * so a revocation never lifts a limit. A file that cannot be read is a {@link DeploymentError}:
+ * signing the account without its limit would lift it unseen.
+ */
+export function readAccountLimits(dir: string): AccountLimits {
+  const file = join(dir, ACCOUNT_LIMITS_FILE);
+  if (!existsSync(file)) return { maxStore: null };
+  let saved: unknown;
+  try {
+    saved = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (error) {
+    throw new DeploymentError(`${file} is not JSON (${(error as Error).message}): fix it, or set the limit again with baton nats-config --max-store`);
+  }
+  const maxStore = (saved as { max_store?: unknown } | null)?.max_store;
+  if (maxStore === null || maxStore === undefined) return { maxStore: null };
+  if (typeof maxStore !== 'number' || !Number.isSafeInteger(maxStore) || maxStore < 1) {
+    throw new DeploymentError(`${file}: max_store must be a whole number of bytes ≥ 1 or null, got ${JSON.stringify(maxStore)}`);
+  }
+  return { maxStore };
+}
+
+/** Keep the account limits in the deployment folder; the next trust block written signs them ({@link writeServerConfig}, {@link writeTrust}). */
+export function writeAccountLimits(deployment: AuthDeployment, limits: AccountLimits): void {
+  replaceFile(join(deployment.dir, ACCOUNT_LIMITS_FILE), `${JSON.stringify({ max_store: limits.maxStore }, null, 2)}\n`);
 }
 
 /** Where a principal's credentials file lives inside the deployment folder. */
@@ -178,25 +216,29 @@ export interface IssuedCreds {
   /** The `.creds` text (JWT + seed): a secret. */
   creds: string;
   userPublicKey: string;
+  /** The limits the server enforces on its connections (`userLimitsFor`; -1: none). */
+  limits: UserLimits;
 }
 
 /**
  * Make credentials for one principal: a new user key and a user JWT signed by the account, with the
- * principal's permissions (`permissionsFor`). Writes `creds/…` (0600), records the user key in
- * `users.jsonl` and returns it. Issuing again makes a new key; earlier files keep working until the
- * account revokes them (`revokeUsers`).
+ * principal's permissions (`permissionsFor`) and limits (`userLimitsFor`: an agent's largest
+ * message and subscriptions, `limits` over the defaults). Writes `creds/…` (0600), records the user
+ * key in `users.jsonl` and returns it. Issuing again makes a new key; earlier files keep working
+ * until the account revokes them (`revokeUsers`).
  */
-export function issueCreds(deployment: AuthDeployment, principal: Principal, now: Date = new Date()): IssuedCreds {
+export function issueCreds(deployment: AuthDeployment, principal: Principal, now: Date = new Date(), limits: Partial<UserLimits> = {}): IssuedCreds {
   const user = createNkeyPair('user');
   const issuedAt = Math.floor(now.getTime() / 1000);
-  const jwt = userJwt(deployment.account, user, credsName(principal), permissionsFor(deployment.prefix, principal), issuedAt);
+  const enforced = userLimitsFor(principal, limits);
+  const jwt = userJwt(deployment.account, user, credsName(principal), permissionsFor(deployment.prefix, principal), issuedAt, enforced);
   const creds = credsFile(jwt, user);
   const file = credsPath(deployment, principal);
   mkdirSync(join(file, '..'), { recursive: true, mode: 0o700 });
   writeSecret(file, creds);
   // Recorded once the file is written: a key on record always had credentials handed out.
   recordIssued(deployment.dir, user.publicKey, credsName(principal), issuedAt);
-  return { principal, file, creds, userPublicKey: user.publicKey };
+  return { principal, file, creds, userPublicKey: user.publicKey, limits: enforced };
 }
 
 /**
@@ -275,7 +317,8 @@ function keptOperatorJwt(deployment: AuthDeployment): string | null {
  * The trust block of a server configuration: the operator JWT, the system account and a memory
  * resolver preloaded with the BATON and SYS account JWTs. No user is listed: every connection must
  * present a user JWT signed by the account, and the BATON account JWT lists the users the
- * deployment revoked (`users.jsonl`), which the server refuses. The operator JWT already written
+ * deployment revoked (`users.jsonl`), which the server refuses, and carries the account's
+ * JetStream storage limit when the folder keeps one ({@link readAccountLimits}). The operator JWT already written
  * is kept ({@link keptOperatorJwt}); the account JWTs are signed at `now`. Include it from any
  * server configuration (a cluster node's, see infra/nats/node.conf.template).
  */
@@ -283,7 +326,14 @@ export function authConfig(deployment: AuthDeployment, now: Date = new Date()): 
   const iat = Math.floor(now.getTime() / 1000);
   const operator = keptOperatorJwt(deployment) ?? operatorJwt(deployment.operator, 'baton', deployment.system.publicKey, iat);
   const revocations = recordedRevocations(readUserRecord(deployment.dir));
-  const account = accountJwt(deployment.operator, deployment.account, 'BATON', { jetstream: true, revocations }, iat);
+  const { maxStore } = readAccountLimits(deployment.dir);
+  const account = accountJwt(
+    deployment.operator,
+    deployment.account,
+    'BATON',
+    { jetstream: true, revocations, ...(maxStore !== null ? { diskStorage: maxStore } : {}) },
+    iat,
+  );
   const system = accountJwt(deployment.operator, deployment.system, 'SYS', { jetstream: false }, iat);
   return [
     `${TRUST_MARK}prefix "${deployment.prefix}"), written by \`baton nats-config\`. Public keys and JWTs only.`,

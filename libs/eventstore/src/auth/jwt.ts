@@ -105,14 +105,17 @@ export function operatorJwt(operator: NkeyPair, name: string, systemAccount: str
 export type UserRevocations = Readonly<Record<string, number>>;
 
 /**
- * An account JWT signed by the operator. `jetstream` turns JetStream on for the account (no
- * limits); `revocations`, when it names any user, is carried as the account's revocation list.
+ * An account JWT signed by the operator. `jetstream` turns JetStream on for the account, with no
+ * limits but `diskStorage`: the most bytes its file-backed streams may hold together (absent or -1:
+ * none), which nats-server enforces on every publish ("resource limits exceeded for account") and
+ * on every stream created or updated with a `max_bytes` (the account's limits reserved together
+ * must fit in it). `revocations`, when it names any user, is carried as the account's revocation list.
  */
 export function accountJwt(
   operator: NkeyPair,
   account: NkeyPair,
   name: string,
-  opts: { jetstream: boolean; revocations?: UserRevocations },
+  opts: { jetstream: boolean; revocations?: UserRevocations; diskStorage?: number },
   issuedAt: number,
 ): string {
   const unlimited = -1;
@@ -125,7 +128,14 @@ export function accountJwt(
     wildcards: true,
     conn: unlimited,
     leaf: unlimited,
-    ...(opts.jetstream ? { mem_storage: unlimited, disk_storage: unlimited, streams: unlimited, consumer: unlimited } : {}),
+    ...(opts.jetstream
+      ? {
+          mem_storage: unlimited,
+          disk_storage: opts.diskStorage !== undefined && opts.diskStorage > 0 ? opts.diskStorage : unlimited,
+          streams: unlimited,
+          consumer: unlimited,
+        }
+      : {}),
   };
   const revocations = opts.revocations !== undefined && Object.keys(opts.revocations).length > 0 ? { revocations: { ...opts.revocations } } : {};
   return signJwt(
@@ -151,13 +161,24 @@ export function permissionClaims(permissions: UserPermissions): Record<string, u
   };
 }
 
-/** A user JWT signed by the account, with its subject permissions. */
-export function userJwt(account: NkeyPair, user: NkeyPair, name: string, permissions: UserPermissions, issuedAt: number): string {
+/**
+ * A user JWT signed by the account, with its subject permissions and the limits nats-server
+ * enforces on its connections (`payload`, `subs`; -1, the default, is none; `data` is not enforced
+ * by nats-server 2.9 and stays -1).
+ */
+export function userJwt(
+  account: NkeyPair,
+  user: NkeyPair,
+  name: string,
+  permissions: UserPermissions,
+  issuedAt: number,
+  limits: { payload: number; subs: number } = { payload: -1, subs: -1 },
+): string {
   const nats: Record<string, unknown> = {
     ...permissionClaims(permissions),
-    subs: -1,
+    subs: limits.subs,
     data: -1,
-    payload: -1,
+    payload: limits.payload,
     type: 'user',
     version: 2,
   };

@@ -3,16 +3,21 @@ import { join, resolve } from 'node:path';
 
 /**
  * What `npm start` writes to `<deployment folder>/local.json` for the platform it runs: the
- * nats-server's URL, the admin's credentials file, the Redis the services use, the operator API's
- * URL and the nats-server's pid and log. The CLI and `npm run demo` find that platform through it
- * when NATS_URL is not set.
+ * nats-server's URL, the admin's credentials file, the subject prefix the services run with
+ * (`BATON_PREFIX`), the Redis the services use, the operator API's URL, the token key file and the
+ * nats-server's pid and log. The CLI and `npm run demo` find that
+ * platform through it when NATS_URL is not set.
  */
 export interface LocalDeployment {
   url: string;
   admin: string;
+  /** The services' `BATON_PREFIX` (absent in a local.json an earlier npm start wrote). */
+  prefix?: string;
   redis?: string;
   /** The notifier's operator API (its port may have been moved with NOTIFIER_HTTP_PORT). */
   api?: string;
+  /** The deployment's token key file (`baton token create` signs with it; the notifier checks with it). */
+  tokenKey?: string;
   /** The nats-server npm start runs: its pid and its log file. */
   natsServer?: { pid: number; log: string };
 }
@@ -25,8 +30,10 @@ export function readLocalDeployment(dir: string): LocalDeployment | null {
     const parsed = JSON.parse(readFileSync(file, 'utf8')) as {
       url?: unknown;
       creds?: { admin?: unknown };
+      prefix?: unknown;
       redis?: unknown;
       api?: unknown;
+      token_key?: unknown;
       nats_server?: { pid?: unknown; log?: unknown };
     };
     if (typeof parsed.url !== 'string' || typeof parsed.creds?.admin !== 'string') return null;
@@ -34,8 +41,10 @@ export function readLocalDeployment(dir: string): LocalDeployment | null {
     return {
       url: parsed.url,
       admin: parsed.creds.admin,
+      ...(typeof parsed.prefix === 'string' && parsed.prefix !== '' ? { prefix: parsed.prefix } : {}),
       ...(typeof parsed.redis === 'string' ? { redis: parsed.redis } : {}),
       ...(typeof parsed.api === 'string' && /^https?:\/\//.test(parsed.api) ? { api: parsed.api } : {}),
+      ...(typeof parsed.token_key === 'string' && parsed.token_key !== '' ? { tokenKey: parsed.token_key } : {}),
       ...(typeof pid === 'number' && Number.isInteger(pid) && pid > 0 && typeof log === 'string' ? { natsServer: { pid, log } } : {}),
     };
   } catch {

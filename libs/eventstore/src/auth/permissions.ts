@@ -1,5 +1,5 @@
 import { inboxPrefixOf, principalTokens, type Principal } from '@baton/contracts';
-import { streamStem, watchdogSnapshotStream } from '../topology';
+import { streamStem, tokenRevocationStream, watchdogSnapshotStream } from '../topology';
 import type { UserPermissions } from './jwt';
 
 /*
@@ -23,6 +23,8 @@ import type { UserPermissions } from './jwt';
  *   P.notice.<project>                          human action notices: the notifier
  *   P.dlq.<source>                              dead letters: the services; P.dlq._redriven (markers): the admin
  *   P.wd.>                                      the watchdog's snapshots (stream <PREFIX>_WATCHDOG): only the watchdog
+ *   P.auth.revoked.<token_id>                   operator API token revocations (stream <PREFIX>_TOKEN_REVOCATIONS): only the admin;
+ *                                               the notifier makes the stream and reads it (libs/platform/src/auth/token-revocations.ts)
  */
 
 /** Stream names the permissions refer to. */
@@ -66,6 +68,24 @@ function serviceJetStream(prefix: string, opts: { claimRates?: boolean } = {}): 
   api.push('$JS.FC.>');
   if (opts.claimRates) api.push(`$KV.${s.claimRatesBucket}.>`);
   return api;
+}
+
+/**
+ * The token revocation log (`<PREFIX>_TOKEN_REVOCATIONS`, {@link tokenRevocationStream}): the notifier makes it when missing, reads it by subject
+ * and follows it (a consumer of its own: create, pull, info, delete); it may not publish on its subjects, nor delete or purge it (only the admin
+ * appends revocations).
+ */
+function tokenRevocationApi(prefix: string): string[] {
+  const { name } = tokenRevocationStream(prefix);
+  return [
+    `$JS.API.STREAM.INFO.${name}`,
+    `$JS.API.STREAM.CREATE.${name}`,
+    `$JS.API.STREAM.UPDATE.${name}`,
+    `$JS.API.STREAM.MSG.GET.${name}`,
+    `$JS.API.CONSUMER.*.${name}`,
+    `$JS.API.CONSUMER.*.${name}.>`,
+    `$JS.API.CONSUMER.*.*.${name}.>`,
+  ];
 }
 
 /** The watchdog's own snapshot stream: publish its subjects, make and read the stream, purge its old chunks. */
@@ -186,6 +206,7 @@ export function permissionsFor(prefix: string, principal: Principal): UserPermis
                 `${prefix}.cmd.ledger.*.op.notifier.*`,
                 `${prefix}.dlq.>`,
                 ...serviceJetStream(prefix),
+                ...tokenRevocationApi(prefix),
               ],
               deny: common.deny,
             },

@@ -1,7 +1,11 @@
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createRedis, type RedisHandle } from '@baton/projections';
-import { ApiTokenKeys, parseApiToken } from './api-token';
-import { ApiTokenInputError, ApiTokenNameError, ApiTokenStore, RESERVED_TOKEN_NAMES } from './api-token-store';
+import { ApiTokenKeys, parseApiToken, type ApiTokenRecord } from './api-token';
+import { ApiTokenInputError, ApiTokenKeyRequiredError, ApiTokenNameError, ApiTokenStore, RESERVED_TOKEN_NAMES } from './api-token-store';
+import { ensureTokenKeyFile, type TokenKey } from './token-key';
 
 /*
  * The one store of operator API tokens (the CLI's `baton token` and the notifier use it): what it
@@ -120,5 +124,153 @@ describe('ApiTokenStore (real Redis)', () => {
     for (const r of results.filter((r): r is PromiseRejectedResult => r.status === 'rejected'))
       expect((r.reason as ApiTokenNameError).code).toBe('token_name_taken');
     expect(await store.activeNamed('race', Date.parse(now))).toHaveLength(1);
+  });
+
+  it("a creation whose name lock ran out and was taken by another creation just as it releases it leaves the other's lock (compare-and-delete, never read-then-delete)", async () => {
+    const lockKey = `${prefix}:auth:name-lock:lapse`;
+    const other = 'another-creation';
+    let tookOver = false;
+    /** The lease runs out (expires in Redis) and another creation takes the name lock. */
+    const takeOver = async () => {
+      if (tookOver) return;
+      tookOver = true;
+      await redis.client.pexpire(lockKey, 1);
+      while ((await redis.client.exists(lockKey)) === 1) await new Promise((resolve) => setTimeout(resolve, 2));
+      expect(await redis.client.set(lockKey, other, 'PX', 10_000, 'NX')).toBe('OK');
+    };
+    // The store's own client, every command on the real Redis, with one moment made to happen:
+    // right before the creation's release acts on the lock (after it read the lock as its own, or
+    // as its compare-and-delete goes out), the lease runs out and another creation takes it.
+    const client = redis.client;
+    const timed = new Proxy(client, {
+      get(target, property) {
+        if (property === 'get')
+          return async (key: string) => {
+            const value = await target.get(key);
+            if (key === lockKey) await takeOver();
+            return value;
+          };
+        if (property === 'eval')
+          return async (script: string, keys: number, ...args: (string | number)[]) => {
+            if (args[0] === lockKey && script.includes("'DEL'")) await takeOver();
+            return target.eval(script, keys, ...args);
+          };
+        const value: unknown = Reflect.get(target, property, target);
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const created = await new ApiTokenStore(timed, prefix).create({ name: 'lapse', role: 'viewer', projects: ['alpha'], now });
+    expect(created.info).toMatchObject({ name: 'lapse' });
+    expect(tookOver).toBe(true);
+    expect(await redis.client.get(lockKey)).toBe(other);
+    expect(await redis.client.pttl(lockKey)).toBeGreaterThan(0);
+  });
+});
+
+describe('ApiTokenStore with the deployment token key (real Redis): Redis alone is no token authority', () => {
+  const keyed = `${prefix}k`;
+  let dir: string;
+  let key: TokenKey;
+  let signer: ApiTokenStore;
+  /** What the audit did: `baton token create` with REDIS_URL only, i.e. a store without the key. */
+  let keyless: ApiTokenStore;
+  const at = Date.parse(now);
+  const raw = async (id: string) => JSON.parse((await redis.client.get(ApiTokenKeys.token(keyed, id)))!) as ApiTokenRecord;
+  const write = (record: ApiTokenRecord) => redis.client.set(ApiTokenKeys.token(keyed, record.token_id), JSON.stringify(record));
+
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'baton-token-key-'));
+    key = ensureTokenKeyFile(dir).key;
+    signer = new ApiTokenStore(redis.client, keyed, key);
+    keyless = new ApiTokenStore(redis.client, keyed);
+  });
+
+  afterAll(async () => {
+    rmSync(dir, { recursive: true, force: true });
+    for await (const batch of redis.client.scanStream({ match: `${keyed}:*`, count: 500 })) {
+      const keys = batch as string[];
+      if (keys.length > 0) await redis.client.unlink(...keys);
+    }
+  });
+
+  it('signs what it writes; a record written without the key — an admin token minted by whoever can write Redis — is unsigned, not valid', async () => {
+    const made = await signer.create({ name: 'sig', role: 'operator', projects: ['alpha'], now });
+    expect((await raw(made.info.token_id)).mac).toMatch(/^[0-9a-f]{64}$/);
+    expect(await signer.valid(made.info.token_id, at)).toMatchObject({ ok: true });
+    // The listing never shows the MAC.
+    expect((await signer.list()).find((r) => r.token_id === made.info.token_id)).toEqual(made.info);
+
+    const minted = await keyless.create({ name: 'mallory', role: 'admin', projects: '*', now });
+    expect((await raw(minted.info.token_id)).mac).toBeUndefined();
+    expect(await signer.valid(minted.info.token_id, at)).toEqual({ ok: false, reason: 'unsigned', tokenId: minted.info.token_id });
+    // A store without a key (a notifier not given one) trusts it as before.
+    expect(await keyless.valid(minted.info.token_id, at)).toMatchObject({ ok: true });
+  });
+
+  it('an altered signed record (role raised, projects widened, revocation lifted, copied under another id, another key) does not verify', async () => {
+    const made = await signer.create({ name: 'vik', role: 'viewer', projects: ['alpha'], now });
+    const id = made.info.token_id;
+    const signed = await raw(id);
+    for (const altered of [{ role: 'admin' as const }, { projects: '*' as const }, { projects: ['alpha', 'beta'] }, { expires_at: null, created_by: 'root' }]) {
+      await write({ ...signed, ...altered });
+      expect({ altered, check: await signer.valid(id, at) }).toEqual({ altered, check: { ok: false, reason: 'signature_mismatch', tokenId: id } });
+    }
+    await write(signed);
+    expect(await signer.valid(id, at)).toMatchObject({ ok: true });
+
+    // Revoked and signed again: putting revoked_at back to null (keeping the new MAC) does not verify.
+    await signer.revoke(id, '2026-12-01T11:00:00.000Z');
+    const revoked = await raw(id);
+    expect(revoked.mac).not.toBe(signed.mac);
+    expect(await signer.valid(id, at)).toEqual({ ok: false, reason: 'revoked', tokenId: id });
+    await write({ ...revoked, revoked_at: null });
+    expect(await signer.valid(id, at)).toEqual({ ok: false, reason: 'signature_mismatch', tokenId: id });
+
+    // A signed record copied under another id: it names another id than its key's, so it is no record.
+    const copyId = '00000000000000aa';
+    await redis.client.multi().set(ApiTokenKeys.token(keyed, copyId), JSON.stringify(signed)).sadd(ApiTokenKeys.tokens(keyed), copyId).exec();
+    expect(await signer.valid(copyId, at)).toEqual({ ok: false, reason: 'unknown', tokenId: copyId });
+    await redis.client.set(ApiTokenKeys.token(keyed, copyId), JSON.stringify({ ...signed, token_id: copyId }));
+    expect(await signer.valid(copyId, at)).toEqual({ ok: false, reason: 'signature_mismatch', tokenId: copyId });
+
+    // Another deployment's key (or prefix) does not verify it either.
+    const other = mkdtempSync(join(tmpdir(), 'baton-token-key-'));
+    try {
+      const fresh = await signer.create({ name: 'vik2', role: 'viewer', projects: ['alpha'], now });
+      expect(await new ApiTokenStore(redis.client, keyed, ensureTokenKeyFile(other).key).valid(fresh.info.token_id, at)).toMatchObject({
+        reason: 'signature_mismatch',
+      });
+    } finally {
+      rmSync(other, { recursive: true, force: true });
+    }
+  });
+
+  it('sign-existing (the upgrade): signs the records that have no MAC as they stand, leaves altered ones, dry-run writes nothing; needs the key', async () => {
+    const legacy = await keyless.create({ name: 'old-olga', role: 'operator', projects: ['alpha'], now });
+    const legacyRevoked = await keyless.create({ name: 'old-gus', role: 'viewer', projects: ['alpha'], now });
+    await keyless.revoke(legacyRevoked.info.token_id, now);
+    const tampered = await signer.create({ name: 'tam', role: 'viewer', projects: ['alpha'], now });
+    await write({ ...(await raw(tampered.info.token_id)), role: 'admin' });
+    expect(signer.signatureOf(await raw(legacy.info.token_id))).toBe('unsigned');
+
+    await expect(keyless.signExisting()).rejects.toBeInstanceOf(ApiTokenKeyRequiredError);
+    const before = await raw(legacy.info.token_id);
+    const dry = await signer.signExisting({ dryRun: true });
+    expect(dry.signed.map((r) => r.token_id)).toEqual(expect.arrayContaining([legacy.info.token_id, legacyRevoked.info.token_id]));
+    expect(await raw(legacy.info.token_id)).toEqual(before);
+
+    const done = await signer.signExisting();
+    const signedIds = done.signed.map((r) => r.token_id);
+    expect(signedIds).toEqual(expect.arrayContaining([legacy.info.token_id, legacyRevoked.info.token_id]));
+    expect(signedIds).not.toContain(tampered.info.token_id);
+    expect(done.mismatched.map((r) => r.token_id)).toContain(tampered.info.token_id);
+    expect(done.changed).toEqual([]);
+    expect(await signer.valid(legacy.info.token_id, at)).toMatchObject({ ok: true, record: { name: 'old-olga', role: 'operator', projects: ['alpha'] } });
+    expect(await signer.valid(legacyRevoked.info.token_id, at)).toMatchObject({ reason: 'revoked' });
+    expect(await signer.valid(tampered.info.token_id, at)).toMatchObject({ reason: 'signature_mismatch' });
+
+    const again = await signer.signExisting();
+    expect(again.signed).toEqual([]);
+    expect(again.already_signed).toBeGreaterThanOrEqual(signedIds.length);
   });
 });

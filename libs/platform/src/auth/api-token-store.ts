@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { ADMIN_ACTOR, ActorNameSchema, IsoTimeSchema, ProjectIdSchema, ServiceActors } from '@baton/contracts';
+import { RedisLock } from '@baton/projections';
 import {
   API_TOKEN_HASH_PATTERN,
   API_TOKEN_ID_PATTERN,
@@ -12,11 +13,19 @@ import {
   type ApiTokenRecord,
   type ApiTokenRole,
 } from './api-token';
+import { apiTokenRecordMac, apiTokenRecordMacValid, TOKEN_MAC_PATTERN, type TokenKey } from './token-key';
+import { TokenRevocationLogError, type TokenRevocationLog } from './token-revocations';
 
 /**
  * The one reader and writer of a deployment's operator API tokens in Redis (the format is
- * api-token.ts): `baton token create / list / revoke` and the notifier, which also verifies
- * presented tokens with it (apps/notifier/src/auth/token-store.ts adds the principal on top).
+ * api-token.ts): `baton token create / list / revoke / sign-existing` and the notifier, which also
+ * verifies presented tokens with it (apps/notifier/src/auth/token-store.ts adds the principal on
+ * top). Given the deployment's token key (token-key.ts), it signs every record it writes and
+ * trusts only records whose MAC verifies; without one it writes unsigned records and trusts every
+ * record (a notifier without `BATON_TOKEN_KEY_FILE` says so when it starts). Given the deployment's
+ * token revocation log too (token-revocations.ts, a JetStream stream only the admin writes), every
+ * revocation is appended there before Redis is written, and a token the log says is revoked is
+ * refused whatever its record in Redis says (a signed record from before the revocation, put back).
  */
 
 /** Every project, as a token's scope. */
@@ -36,10 +45,45 @@ export const ApiTokenRecordSchema = z.strictObject({
   revoked_at: IsoTimeSchema.nullable(),
   /** When the token stops authenticating (absent or null: never). */
   expires_at: IsoTimeSchema.nullable().optional(),
+  /** HMAC-SHA256 of the other fields under the deployment's token key (absent: written without it). */
+  mac: z.string().regex(TOKEN_MAC_PATTERN).optional(),
 }) satisfies z.ZodType<ApiTokenRecord>;
 
-/** A token as listed: everything but the salt and hash. */
-export type ApiTokenInfo = Omit<ApiTokenRecord, 'salt' | 'hash'>;
+/** A token as listed: everything but the salt, the hash and the MAC. */
+export type ApiTokenInfo = Omit<ApiTokenRecord, 'salt' | 'hash' | 'mac'>;
+
+/**
+ * A record's signature as a store with the deployment's token key reads it: `valid`, `unsigned`
+ * (no MAC: written before the deployment had a key, or by something without it), `mismatch` (a MAC
+ * that does not verify: the record was altered, or signed with another key); `unchecked` when the
+ * store has no key.
+ */
+export type ApiTokenSignature = 'valid' | 'unsigned' | 'mismatch' | 'unchecked';
+
+/** What {@link ApiTokenStore.signExisting} found and did. */
+export interface SignExistingResult {
+  /** Records of the token set that had no MAC, signed now (or that would be, with `dryRun`). */
+  signed: ApiTokenInfo[];
+  /** Records whose MAC verifies already. */
+  already_signed: number;
+  /** Records whose MAC does not verify: left as they are (altered, or signed with another key); they stay refused. */
+  mismatched: ApiTokenInfo[];
+  /** Records that changed between the read and the write (a revocation meanwhile): left unsigned; run it again. */
+  changed: string[];
+  /**
+   * Revoked tokens (signed records) whose revocation the revocation log lacked — revoked before the
+   * deployment had the log — appended to it now (or that would be, with `dryRun`); empty without a log.
+   */
+  revocations_recorded: string[];
+}
+
+/** Thrown by a store method that must sign and has no token key. */
+export class ApiTokenKeyRequiredError extends Error {
+  override name = 'ApiTokenKeyRequiredError';
+}
+
+/** Set KEYS[1] to ARGV[2] only while it still holds ARGV[1] (a signature added to the record that was read, not to one changed since). */
+const COMPARE_AND_SET = `if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2]) return 1 end return 0`;
 
 export interface CreateApiTokenInput {
   name: string;
@@ -119,12 +163,25 @@ export class ApiTokenNameError extends Error {
 const NAME_LOCK_MS = 10_000;
 
 /**
- * Why a token id does not authenticate: no such record (or one that does not parse), a record
- * outside the token set (written by something other than this store), revoked, or expired.
- * `malformed` and `secret_mismatch` are the verifier's (a presented token that is not one, a
- * wrong secret).
+ * Why a token id does not authenticate: no such record (or one that does not parse, or names
+ * another id), a record outside the token set (written by something other than this store), with
+ * a store that holds the token key a record without a MAC (`unsigned`) or with one that does not
+ * verify (`signature_mismatch`), revoked, or expired. `malformed` and `secret_mismatch` are the
+ * verifier's (a presented token that is not one, a wrong secret). With a revocation log:
+ * `revocation_rolled_back` (the record in Redis says active, the log says revoked: an earlier
+ * record was put back) and `revocations_unavailable` (the log could not be read: refused, fail closed).
  */
-export type ApiTokenRefusal = 'malformed' | 'unknown' | 'not_in_token_set' | 'revoked' | 'expired' | 'secret_mismatch';
+export type ApiTokenRefusal =
+  | 'malformed'
+  | 'unknown'
+  | 'not_in_token_set'
+  | 'unsigned'
+  | 'signature_mismatch'
+  | 'revoked'
+  | 'revocation_rolled_back'
+  | 'revocations_unavailable'
+  | 'expired'
+  | 'secret_mismatch';
 
 /** Which rule a token input breaks (`field` is the record's field, or `token` for the whole). */
 export interface ApiTokenInputIssue {
@@ -140,12 +197,43 @@ export class ApiTokenInputError extends Error {
   }
 }
 
-/** Create, read, list and revoke the tokens of the deployment under `prefix`. */
+/**
+ * Create, read, list and revoke the tokens of the deployment under `prefix`. With the deployment's
+ * token `key`, every record written is signed and only records whose MAC verifies are valid;
+ * without one (null), records are written unsigned and every record is trusted as it is.
+ */
 export class ApiTokenStore {
   constructor(
     protected readonly redis: Redis,
     protected readonly prefix: string,
-  ) {}
+    protected readonly key: TokenKey | null = null,
+    protected readonly revocations: TokenRevocationLog | null = null,
+  ) {
+    if (revocations !== null && key === null) throw new Error('a token revocation log is read and written with the token key: give the store the key too');
+  }
+
+  /** Whether this store checks and appends to the deployment's token revocation log. */
+  get logsRevocations(): boolean {
+    return this.revocations !== null;
+  }
+
+  /** Whether this store signs what it writes and checks what it reads. */
+  get signing(): boolean {
+    return this.key !== null;
+  }
+
+  /** The record as stored: signed with the key (its MAC replaced), or without a MAC when the store has no key. */
+  protected sealed(record: ApiTokenRecord): ApiTokenRecord {
+    const { mac: _mac, ...fields } = record;
+    return this.key === null ? fields : { ...fields, mac: apiTokenRecordMac(this.key, this.prefix, fields) };
+  }
+
+  /** A record's signature under this store's key ({@link ApiTokenSignature}). */
+  signatureOf(record: ApiTokenRecord): ApiTokenSignature {
+    if (this.key === null) return 'unchecked';
+    if (record.mac === undefined) return 'unsigned';
+    return apiTokenRecordMacValid(this.key, this.prefix, record, record.mac) ? 'valid' : 'mismatch';
+  }
 
   /**
    * Mint a token and store its hash (record and token-set membership in one transaction). Returns
@@ -183,11 +271,10 @@ export class ApiTokenStore {
           name,
         },
       );
-    const lock = `${this.prefix}:auth:name-lock:${name.toLowerCase()}`;
-    const holder = minted.tokenId;
-    if ((await this.redis.set(lock, holder, 'PX', NAME_LOCK_MS, 'NX')) !== 'OK')
-      throw new ApiTokenNameError(ApiTokenNameErrorCode.taken, `another token named "${name}" is being created right now`, { name });
-    try {
+    // Creations of one name one at a time (a lease released only by its holder: one that outlived
+    // NAME_LOCK_MS may be another creation's now).
+    const lock = new RedisLock(this.redis, `${this.prefix}:auth:name-lock:${name.toLowerCase()}`, { ttlMs: NAME_LOCK_MS });
+    const attempted = await lock.tryRun(async () => {
       const holders = await this.activeNamed(name, Date.parse(input.now));
       if (holders.length > 0 && (input.ifNameTaken ?? 'refuse') === 'refuse') {
         const ids = holders.map((r) => r.token_id);
@@ -197,20 +284,25 @@ export class ApiTokenStore {
           { name, token_ids: ids },
         );
       }
+      // The log first: a rotation that could not record its revocations writes nothing.
+      for (const old of holders) await this.revocations?.record(old.token_id, input.now);
       const write = this.redis.multi();
-      for (const old of holders) write.set(ApiTokenKeys.token(this.prefix, old.token_id), JSON.stringify({ ...old, revoked_at: input.now }));
+      for (const old of holders) write.set(ApiTokenKeys.token(this.prefix, old.token_id), JSON.stringify(this.sealed({ ...old, revoked_at: input.now })));
       await write
-        .set(ApiTokenKeys.token(this.prefix, minted.tokenId), JSON.stringify(parsed.data), 'NX')
+        .set(ApiTokenKeys.token(this.prefix, minted.tokenId), JSON.stringify(this.sealed(parsed.data)), 'NX')
         .sadd(ApiTokenKeys.tokens(this.prefix), minted.tokenId)
         .exec();
       return { token: minted.token, info: apiTokenInfo(parsed.data), rotated: holders.map((r) => r.token_id) };
-    } finally {
-      // Released only by its holder (a lock that outlived NAME_LOCK_MS may be another's now).
-      if ((await this.redis.get(lock)) === holder) await this.redis.del(lock);
-    }
+    });
+    if (!attempted.acquired) throw new ApiTokenNameError(ApiTokenNameErrorCode.taken, `another token named "${name}" is being created right now`, { name });
+    return attempted.value;
   }
 
-  /** The active tokens (in the set, unrevoked, unexpired at `nowMs`) whose name is `name`, compared without regard to case. */
+  /**
+   * The active tokens (in the set, unrevoked, unexpired at `nowMs`) whose name is `name`, compared
+   * without regard to case. Unsigned records count (a token made before the deployment had a key
+   * holds its name until it is signed or revoked; a rotation revokes it, signed).
+   */
   async activeNamed(name: string, nowMs: number): Promise<ApiTokenRecord[]> {
     const lower = name.toLowerCase();
     const ids = await this.redis.smembers(ApiTokenKeys.tokens(this.prefix));
@@ -218,22 +310,31 @@ export class ApiTokenStore {
     return records.filter((r): r is ApiTokenRecord => r !== null && r.name.toLowerCase() === lower && r.revoked_at === null && !apiTokenExpired(r, nowMs));
   }
 
-  /** The stored record, or null. A record that does not parse counts as absent (fail closed). */
+  /** The stored record, or null. A record that does not parse, or names another id than its key's, counts as absent (fail closed). */
   async get(tokenId: string): Promise<ApiTokenRecord | null> {
+    return (await this.getRaw(tokenId))?.record ?? null;
+  }
+
+  /** {@link get}, with the stored text (for a write that must not overwrite a change made since). */
+  private async getRaw(tokenId: string): Promise<{ raw: string; record: ApiTokenRecord } | null> {
     const raw = await this.redis.get(ApiTokenKeys.token(this.prefix, tokenId));
     if (raw === null) return null;
     try {
       const parsed = ApiTokenRecordSchema.safeParse(JSON.parse(raw));
-      return parsed.success ? parsed.data : null;
+      return parsed.success && parsed.data.token_id === tokenId ? { raw, record: parsed.data } : null;
     } catch {
       return null;
     }
   }
 
   /**
-   * The record of a token id that may authenticate — in the token set, not revoked, not expired —
-   * or why it may not (the secret is the verifier's to check). Reads Redis on every call, so a
-   * revocation takes effect at once.
+   * The record of a token id that may authenticate — in the token set, signed with the key (when
+   * the store has one), not revoked, not expired — or why it may not (the secret is the verifier's
+   * to check). The signature is checked before the revocation and the expiry, which an unsigned
+   * record cannot be believed about. Reads Redis on every call, so a revocation takes effect at once.
+   * With a revocation log, a record that passes all that is refused still when the log says the
+   * token was revoked (`revocation_rolled_back`), or when the log cannot be read
+   * (`revocations_unavailable`): the log is asked on every call for a token it has not revoked.
    */
   async valid(tokenId: string, nowMs: number): Promise<{ ok: true; record: ApiTokenRecord } | { ok: false; reason: ApiTokenRefusal; tokenId: string }> {
     const [record, member] = await Promise.all([this.get(tokenId), this.redis.sismember(ApiTokenKeys.tokens(this.prefix), tokenId)]);
@@ -241,32 +342,100 @@ export class ApiTokenStore {
     // Only `create` adds a token to the set, in the same transaction as its record: a record that
     // is not in it was written some other way, and is not trusted.
     if (member !== 1) return { ok: false, reason: 'not_in_token_set', tokenId };
+    const signature = this.signatureOf(record);
+    if (signature === 'unsigned') return { ok: false, reason: 'unsigned', tokenId };
+    if (signature === 'mismatch') return { ok: false, reason: 'signature_mismatch', tokenId };
     if (record.revoked_at !== null) return { ok: false, reason: 'revoked', tokenId };
     if (apiTokenExpired(record, nowMs)) return { ok: false, reason: 'expired', tokenId };
+    if (this.revocations !== null) {
+      try {
+        if ((await this.revocations.revokedAt(tokenId)) !== null) return { ok: false, reason: 'revocation_rolled_back', tokenId };
+      } catch (error) {
+        if (error instanceof TokenRevocationLogError) return { ok: false, reason: 'revocations_unavailable', tokenId };
+        throw error;
+      }
+    }
     return { ok: true, record };
   }
 
-  /** Every token of the token set (without salts and hashes), oldest first. */
+  /** Every token of the token set (without salts, hashes and MACs), oldest first. */
   async list(): Promise<ApiTokenInfo[]> {
-    const ids = await this.redis.smembers(ApiTokenKeys.tokens(this.prefix));
-    const records = await Promise.all(ids.map((id) => this.get(id)));
-    return records
-      .filter((r): r is ApiTokenRecord => r !== null)
-      .map(apiTokenInfo)
-      .sort((a, b) => a.created_at.localeCompare(b.created_at));
+    return (await this.records()).map(apiTokenInfo);
   }
 
-  /** Revoke a token; idempotent (the first revocation time stands). Returns false for an unknown id. */
+  /** Every record of the token set, whole, oldest first (for {@link signatureOf}). */
+  async records(): Promise<ApiTokenRecord[]> {
+    const ids = await this.redis.smembers(ApiTokenKeys.tokens(this.prefix));
+    const records = await Promise.all(ids.map((id) => this.get(id)));
+    return records.filter((r): r is ApiTokenRecord => r !== null).sort((a, b) => a.created_at.localeCompare(b.created_at));
+  }
+
+  /**
+   * Revoke a token; idempotent (the first revocation time stands). Returns false for an unknown id.
+   * The revoked record is signed again with the key (revoked_at is covered by the MAC). With a
+   * revocation log, the revocation is appended there first (also for a token Redis says is revoked
+   * already, which the log may lack): when the log cannot be written, nothing is.
+   * @throws TokenRevocationLogError when the log cannot be written.
+   */
   async revoke(tokenId: string, now: string): Promise<boolean> {
     const record = await this.get(tokenId);
     if (!record) return false;
-    if (record.revoked_at === null) await this.redis.set(ApiTokenKeys.token(this.prefix, tokenId), JSON.stringify({ ...record, revoked_at: now }));
+    const revokedAt = record.revoked_at ?? now;
+    await this.revocations?.record(tokenId, revokedAt);
+    if (record.revoked_at === null) await this.redis.set(ApiTokenKeys.token(this.prefix, tokenId), JSON.stringify(this.sealed({ ...record, revoked_at: now })));
     return true;
+  }
+
+  /**
+   * The migration of a deployment that had no token key (`baton token sign-existing`): sign every
+   * record of the token set that has no MAC — as it stands, revoked and expired ones included —
+   * so the tokens the deployment trusted before keep working once the notifier holds the key.
+   * Records whose MAC does not verify are left alone and reported (`mismatched`): an altered record
+   * is not blessed. Each record is signed only if unchanged since it was read (a revocation
+   * meanwhile wins: `changed`). With a revocation log, every revoked record it trusts (signed) whose
+   * revocation the log lacks is appended to it (`revocations_recorded`). `dryRun`: report, write nothing.
+   * @throws ApiTokenKeyRequiredError when the store has no key.
+   * @throws TokenRevocationLogError when the revocation log cannot be read or written.
+   */
+  async signExisting(options: { dryRun?: boolean } = {}): Promise<SignExistingResult> {
+    if (this.key === null) throw new ApiTokenKeyRequiredError('signing token records needs the deployment token key');
+    const result: SignExistingResult = { signed: [], already_signed: 0, mismatched: [], changed: [], revocations_recorded: [] };
+    const ids = (await this.redis.smembers(ApiTokenKeys.tokens(this.prefix))).sort();
+    for (const id of ids) {
+      const found = await this.getRaw(id);
+      if (found === null) continue;
+      const signature = this.signatureOf(found.record);
+      let trusted = false;
+      if (signature === 'valid') {
+        result.already_signed++;
+        trusted = true;
+      } else if (signature === 'mismatch') result.mismatched.push(apiTokenInfo(found.record));
+      else if (options.dryRun === true) {
+        result.signed.push(apiTokenInfo(found.record));
+        trusted = true;
+      } else {
+        const key = ApiTokenKeys.token(this.prefix, id);
+        const written = await this.redis.eval(COMPARE_AND_SET, 1, key, found.raw, JSON.stringify(this.sealed(found.record)));
+        if (written === 1) {
+          result.signed.push(apiTokenInfo(found.record));
+          trusted = true;
+        } else result.changed.push(id);
+      }
+      // A revocation Redis holds and the log lacks (made before the log): the log gets it, so a
+      // Redis writer can no longer lift it by putting an earlier record back.
+      const revokedAt = found.record.revoked_at;
+      if (trusted && revokedAt !== null && this.revocations !== null && (await this.revocations.revokedAt(id)) === null) {
+        if (options.dryRun !== true) await this.revocations.record(id, revokedAt);
+        result.revocations_recorded.push(id);
+      }
+    }
+    result.signed.sort((a, b) => a.created_at.localeCompare(b.created_at));
+    return result;
   }
 }
 
-/** A record without its salt and hash. */
+/** A record without its salt, hash and MAC. */
 export function apiTokenInfo(record: ApiTokenRecord): ApiTokenInfo {
-  const { salt: _salt, hash: _hash, ...info } = record;
+  const { salt: _salt, hash: _hash, mac: _mac, ...info } = record;
   return info;
 }

@@ -13,6 +13,11 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
  * while its record is in that set, not revoked and not expired (a record written outside the set
  * is refused). A salted SHA-256 suffices because the secret is
  * 256 random bits (nothing to brute-force, unlike a password).
+ *
+ * Redis is not the token authority: a record carries `mac`, HMAC-SHA256 of its fields under the
+ * deployment's token key (token-key.ts, a file outside Redis), and a notifier that holds the key
+ * (`BATON_TOKEN_KEY_FILE`) trusts only records whose MAC verifies — one written by whoever could
+ * write Redis but not read the key is refused (401 `unsigned`).
  */
 
 export const API_TOKEN_PREFIX = 'bt';
@@ -40,6 +45,8 @@ export interface ApiTokenRecord {
   revoked_at: string | null;
   /** When the token stops authenticating (`baton token create --expires-in / --expires-at`); absent or null = never. */
   expires_at?: string | null;
+  /** HMAC-SHA256 (hex) of every other field under the deployment's token key (`apiTokenRecordMac`); absent: written without the key. */
+  mac?: string;
 }
 
 /** True when a token record has an expiry at or before `nowMs`. */

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
+import { TOKEN_KEY_SETTING } from '../auth/token-key';
 import { ServiceConfigSchema } from '../service/bootstrap';
 import { checkNatsAuth } from './config';
 
@@ -10,7 +11,26 @@ import { checkNatsAuth } from './config';
  * point that exists, and every variable it sets is one the services' configuration knows.
  */
 const root = join(__dirname, '..', '..', '..', '..');
-const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
+const composeText = readFileSync(join(root, 'docker-compose.yml'), 'utf8');
+/** A password as an operator would put in `.env` (what Compose substitutes for `${REDIS_PASSWORD…}`). */
+const REDIS_PASSWORD = 'c0ffee'.repeat(8);
+/**
+ * The file as Compose reads it: `${NAME}`, `${NAME:?message}` and `${NAME:-default}` substituted
+ * from `vars` (a required one unset throws, as `docker compose` refuses to start), `$$` a `$`.
+ */
+function interpolate(text: string, vars: Record<string, string>): string {
+  return text.replace(
+    /\$\$|\$\{([A-Z_][A-Z0-9_]*)(?:(:\?|:-)([^}]*))?\}/g,
+    (whole, name: string | undefined, op: string | undefined, arg: string | undefined) => {
+      if (name === undefined) return '$';
+      const value = vars[name];
+      if (value !== undefined && value !== '') return value;
+      if (op === ':?') throw new Error(`required variable ${name} is missing a value: ${arg ?? ''}`);
+      return op === ':-' ? (arg ?? '') : '';
+    },
+  );
+}
+const compose = parse(interpolate(composeText, { REDIS_PASSWORD }), { merge: true }) as {
   services: Record<
     string,
     {
@@ -31,8 +51,9 @@ const services = ['router', 'ledger', 'watchdog', 'notifier'];
 const overlay = parse(readFileSync(join(root, 'infra', 'scale', 'compose.scale.yml'), 'utf8'), { merge: true, logLevel: 'error' }) as {
   services: Record<string, { environment?: Record<string, string>; ports?: string[] }>;
 };
-// NODE_OPTIONS is Node's own (heap sizes), not the services' configuration.
-const knownVariables = new Set([...Object.keys(ServiceConfigSchema.shape), 'NODE_OPTIONS']);
+// NODE_OPTIONS is Node's own (heap sizes), not the services' configuration; BATON_TOKEN_KEY_FILE
+// the notifier's (its own schema reads the file at start, which this machine has not).
+const knownVariables = new Set([...Object.keys(ServiceConfigSchema.shape), 'NODE_OPTIONS', TOKEN_KEY_SETTING]);
 const nodeOptions = (JSON.parse(readFileSync(join(root, 'infra', 'service-node-options.json'), 'utf8')) as { services: Record<string, string> }).services;
 
 describe('docker-compose.yml runs the whole platform', () => {
@@ -65,8 +86,31 @@ describe('docker-compose.yml runs the whole platform', () => {
       expect(compose.services[name]!.environment?.['REDIS_URL']).toBeUndefined();
       expect(Object.keys(compose.services[name]!.depends_on as object)).toEqual(['nats']);
     }
-    expect(compose.services['notifier']!.environment?.['REDIS_URL']).toBe('redis://redis:6379');
+    expect(compose.services['notifier']!.environment?.['REDIS_URL']).toBe(`redis://:${REDIS_PASSWORD}@redis:6379`);
     expect(Object.keys(compose.services['notifier']!.depends_on as object).sort()).toEqual(['nats', 'redis']);
+  });
+
+  it('Redis asks for the password REDIS_PASSWORD sets, every REDIS_URL carries it, and there is no starting without it', () => {
+    const redis = compose.services['redis']!;
+    const command = redis.command ?? [];
+    expect(command[command.indexOf('--requirepass') + 1]).toBe(REDIS_PASSWORD);
+    // The health check's redis-cli authenticates with it.
+    expect(redis.environment?.['REDISCLI_AUTH']).toBe(REDIS_PASSWORD);
+    const urls = Object.entries(compose.services).filter(([, service]) => service.environment?.['REDIS_URL'] !== undefined);
+    expect(urls.map(([name]) => name).sort()).toEqual(['cli', 'notifier']);
+    for (const [, service] of urls) {
+      const url = new URL(service.environment!['REDIS_URL']!);
+      expect({ host: url.host, password: url.password }).toEqual({ host: 'redis:6379', password: REDIS_PASSWORD });
+    }
+    // Unset, `docker compose` refuses to start, saying what to set.
+    expect(() => interpolate(composeText, {})).toThrow(/required variable REDIS_PASSWORD is missing a value: set REDIS_PASSWORD/);
+  });
+
+  it('the notifier and the CLI (and no other service) hold the token key nats-auth makes in its volume', () => {
+    for (const name of ['notifier', 'cli']) expect(compose.services[name]!.environment?.[TOKEN_KEY_SETTING]).toBe('/auth/token.key');
+    for (const name of ['router', 'ledger', 'watchdog']) expect(compose.services[name]!.environment?.[TOKEN_KEY_SETTING]).toBeUndefined();
+    // nats-config writes <dir>/token.key; the volume is the folder it is given.
+    expect(compose.services['nats-auth']!.command?.slice(0, 3)).toEqual(['nats-config', '--dir', '/auth']);
   });
 
   it("runs the baton CLI as the admin under the cli profile, with the services' prefix and its own heap", () => {
@@ -79,7 +123,7 @@ describe('docker-compose.yml runs the whole platform', () => {
     expect(cli.environment).toMatchObject({
       NATS_URL: 'nats://nats:4222',
       NATS_CREDS: '/auth/creds/admin.creds',
-      REDIS_URL: 'redis://redis:6379',
+      REDIS_URL: `redis://:${REDIS_PASSWORD}@redis:6379`,
       BATON_PREFIX: prefix,
       NODE_OPTIONS: '',
     });
@@ -163,5 +207,39 @@ describe('infra/scale/service.env connects each process with its own credentials
     expect(env['NATS_PASSWORD']).toBeUndefined();
     expect(text).toMatch(/^#\s+NATS_CREDS=\S+\.creds\b/m);
     expect(text).not.toContain('permissions/');
+  });
+});
+
+describe('infra/scale asks every Redis for a password, as docker-compose.yml does', () => {
+  const scale = (...parts: string[]) => readFileSync(join(root, 'infra', 'scale', ...parts), 'utf8');
+  const envFile = (text: string) =>
+    Object.fromEntries(
+      text
+        .split('\n')
+        .filter((line) => /^[A-Z_]+=/.test(line))
+        .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
+    );
+
+  it('service.env gives the password in REDIS_URL, and the schema takes it (the placeholder replaced as the file says)', () => {
+    const env = envFile(scale('service.env')) as Record<string, string>;
+    const url = new URL(env['REDIS_URL']!);
+    expect(url.password).toBe('CHANGE_ME');
+    // NATS_CREDS and HTTP_PORT are set per process (the file says so).
+    const real = { ...env, REDIS_URL: env['REDIS_URL']!.replace('CHANGE_ME', 'f'.repeat(64)), NATS_CREDS: '/etc/baton/nats/notifier.creds', HTTP_PORT: '7100' };
+    expect(ServiceConfigSchema.safeParse(real).error?.issues ?? []).toEqual([]);
+  });
+
+  it('each Redis asks for it and gives it to its primary; Sentinel and HAProxy authenticate with it', () => {
+    const replica = scale('redis', 'redis-replica.conf');
+    expect(replica).toMatch(/^requirepass CHANGE_ME$/m);
+    expect(replica).toMatch(/^masterauth CHANGE_ME$/m);
+    const monitored = /^sentinel monitor (\S+) /m.exec(scale('redis', 'sentinel.conf'))?.[1];
+    expect(scale('redis', 'sentinel.conf')).toMatch(new RegExp(`^sentinel auth-pass ${monitored} CHANGE_ME$`, 'm'));
+    // HAProxy's health check: AUTH (from its environment) before anything else it sends.
+    const checks = scale('redis', 'haproxy.cfg')
+      .split('\n')
+      .map((line) => line.trim())
+      .filter((line) => line.startsWith('tcp-check send'));
+    expect(checks[0]).toBe('tcp-check send "AUTH ${REDIS_PASSWORD}\\r\\n"');
   });
 });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { BaseConfigSchema, checkNatsAuth, ConfigError, envInt, loadConfig, loadServiceSettings, unknownOwnVariables } from './config';
+import { BaseConfigSchema, checkNatsAuth, ConfigError, envInt, loadConfig, loadServiceSettings, natsAuthenticated, unknownOwnVariables } from './config';
 
 describe('configuration is validated at start with a clear message', () => {
   it('applies the documented defaults', () => {
@@ -117,6 +117,15 @@ describe('NATS authentication at start', () => {
     expect(() => checkNatsAuth(loadConfig(BaseConfigSchema, { NATS_CREDS: '/run/secrets/router.creds' }), 'router')).not.toThrow();
     expect(() => checkNatsAuth(loadConfig(BaseConfigSchema, { BATON_NATS_AUTH: 'none' }), 'router')).not.toThrow();
     expect(() => loadConfig(BaseConfigSchema, { BATON_NATS_AUTH: 'off' })).toThrow(/BATON_NATS_AUTH/);
+  });
+
+  it('natsAuthenticated: on with a credentials file or a NATS user, whatever BATON_NATS_AUTH says; off only with none and neither', () => {
+    const on = (env: Record<string, string>) => natsAuthenticated(loadConfig(BaseConfigSchema, env));
+    expect(on({ NATS_CREDS: '/run/secrets/ledger.creds' })).toBe(true);
+    expect(on({ NATS_USER: 'ledger', NATS_PASSWORD: 'p' })).toBe(true);
+    expect(on({ BATON_NATS_AUTH: 'none', NATS_CREDS: '/run/secrets/ledger.creds' })).toBe(true);
+    expect(on({ BATON_NATS_AUTH: 'none', NATS_USER: 'ledger', NATS_PASSWORD: 'p' })).toBe(true);
+    expect(on({ BATON_NATS_AUTH: 'none' })).toBe(false);
   });
 });
 

@@ -66,19 +66,41 @@ export function envInt(min: number, max: number) {
     .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
 }
 
-/** One `scheme://host[:port][/path]` address, as a client library will parse it: a problem, or null. */
+/**
+ * A server address (or a text holding some: a comma-separated list, a message) as it may be shown:
+ * the password of every `scheme://user:password@` replaced by `***`, the user kept (a NATS URL's
+ * token, `nats://<token>@host`, masked whole). The one place
+ * Baton masks a URL's password (config problems, start failures, the CLI's messages). The userinfo
+ * runs to the last `@` before a blank, a comma or a quote, so a password holding `@`, `/` or `:`
+ * (a URL that does not parse, which is when its text is shown) is masked whole.
+ */
+export function redactUrl(text: string): string {
+  return text.replace(/([A-Za-z][A-Za-z0-9+.-]*:\/\/)([^\s,"'@]*(?:@[^\s,"'@]*)*)@/g, (whole, scheme: string, userinfo: string) => {
+    const colon = userinfo.indexOf(':');
+    // A NATS URL's userinfo without a colon is a token (`nats://<token>@host`): masked whole.
+    if (colon < 0) return /^(nats|tls|ws|wss):\/\/$/i.test(scheme) ? `${scheme}***@` : whole;
+    return `${scheme}${userinfo.slice(0, colon)}:***@`;
+  });
+}
+
+/**
+ * One `scheme://host[:port][/path]` address, as a client library will parse it: a problem, or
+ * null. The address is named with its password masked ({@link redactUrl}): a config problem is
+ * printed and logged.
+ */
 export function addressProblem(value: string, schemes: readonly string[]): string | null {
   const scheme = value.slice(0, Math.max(0, value.indexOf('://')));
   if (!schemes.includes(scheme)) return `must start with ${schemes.map((s) => `${s}://`).join(' or ')}`;
+  const shown = JSON.stringify(redactUrl(value));
   let parsed: URL;
   try {
     parsed = new URL(value);
   } catch {
-    return `${JSON.stringify(value)} is not a valid URL`;
+    return `${shown} is not a valid URL`;
   }
-  if (parsed.hostname === '') return `${JSON.stringify(value)} names no host`;
+  if (parsed.hostname === '') return `${shown} names no host`;
   // URL accepts an empty port and refuses one past 65535; a port of 0 is no server's.
-  if (parsed.port === '0') return `${JSON.stringify(value)}: the port must be 1-65535`;
+  if (parsed.port === '0') return `${shown}: the port must be 1-65535`;
   return null;
 }
 
@@ -160,6 +182,17 @@ export const BaseConfigSchema = z.object({
   BATON_DLQ_MAX_AGE_MS: envInt(0, DLQ_MAX_AGE_MS_LIMIT).default(30 * 24 * 60 * 60 * 1000),
   /** Most bytes of dead letters kept (default 1 GiB; 0 = no limit). Past either limit the oldest go first. */
   BATON_DLQ_MAX_BYTES: envInt(0, Number.MAX_SAFE_INTEGER).default(1024 * 1024 * 1024),
+  /**
+   * Most bytes `<PREFIX>_INBOX` holds (0 = no limit, the default). Full, it refuses new messages —
+   * each publisher gets the typed `storage_full` error (JetStream's "maximum bytes exceeded") and
+   * nothing is stored — and never drops a message it acknowledged (discard new); its messages
+   * leave only with their age (30 days). Every service provisions the stream at start, so give
+   * every service the same value; it is applied only with a quarter of it (at most 64 MiB) free
+   * above what the stream holds (lowering a stream's limit below what it holds drops the oldest,
+   * and publishes keep landing meanwhile), else kept back with a warning naming the smallest value
+   * that would be applied. docs/sre.md, "Capacity".
+   */
+  BATON_INBOX_MAX_BYTES: envInt(0, Number.MAX_SAFE_INTEGER).default(0),
   LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
   /** An id for this process, in logs and consumer names. */
   BATON_INSTANCE: z.string().min(1).max(64).optional(),
@@ -185,6 +218,16 @@ export function checkNatsAuth(config: Pick<BaseConfig, 'BATON_NATS_AUTH' | 'NATS
   if (config.BATON_NATS_AUTH === 'none' || config.NATS_CREDS !== undefined || config.NATS_USER !== undefined) return;
   const problem = `required: the path of this ${principal}'s credentials file (\`baton nats-config\` writes one per service; \`npm start\` sets it), or BATON_NATS_AUTH=none for a development server without authentication`;
   throw new ConfigError(`invalid configuration:\n  NATS_CREDS: ${problem}`, [{ variable: 'NATS_CREDS', problem }]);
+}
+
+/**
+ * Does this process connect to NATS with authentication — a credentials file (NATS_CREDS) or a
+ * user and password (NATS_USER) — so that the server decides who may publish what? False only with
+ * `BATON_NATS_AUTH=none` and neither set (a development server). Where a service answers a request
+ * depends on it (`replyRefusal` in @baton/contracts).
+ */
+export function natsAuthenticated(config: Pick<BaseConfig, 'BATON_NATS_AUTH' | 'NATS_CREDS' | 'NATS_USER'>): boolean {
+  return config.BATON_NATS_AUTH !== 'none' || config.NATS_CREDS !== undefined || config.NATS_USER !== undefined;
 }
 
 /**

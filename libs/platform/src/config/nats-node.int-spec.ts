@@ -2,11 +2,13 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectNats, ensureServiceCreds, openDeployment, writeServerConfig } from '@baton/eventstore';
 import { waitFor } from '@baton/wait';
+// Test only: the free loopback port every project's specs share (not part of @baton/eventstore's API).
+// eslint-disable-next-line @nx/enforce-module-boundaries
+import { freePort } from '../../../eventstore/src/int/servers';
 
 /*
  * The production NATS node (infra/nats/node.conf.template) as infra/README.md says to deploy it:
@@ -43,14 +45,6 @@ function installedVersion(): { text: string; below2_10: boolean } {
   if (!found) throw new Error(`nats-server --version said ${JSON.stringify(`${out.stdout}${out.stderr}`)}${out.error ? ` (${out.error.message})` : ''}`);
   const [major, minor] = [Number(found[1]), Number(found[2])];
   return { text: `${found[1]}.${found[2]}.${found[3]}`, below2_10: major < 2 || (major === 2 && minor < 10) };
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 /** Run one of the README's commands in the repository, `/etc/nats/` being the node's own folder. */

@@ -23,6 +23,9 @@ export type ReadinessDetails = { name: string; details: () => Promise<unknown> }
 
 export const READINESS_DETAILS = Symbol('READINESS_DETAILS');
 
+/** Readiness details every service gives (`storage`: a storage limit refusing its publishes), from {@link HealthModule.register}. */
+export const SERVICE_READINESS_DETAILS = Symbol('SERVICE_READINESS_DETAILS');
+
 /**
  * `/health/live` answers 200 while the process runs; `/health/ready` answers 200 only when every
  * readiness check (NATS connected, JetStream answering — {@link JetStreamProbe} —, Redis...)
@@ -33,8 +36,13 @@ export const READINESS_DETAILS = Symbol('READINESS_DETAILS');
 export class HealthController {
   constructor(
     @Inject(READINESS_CHECKS) private readonly checks: ReadinessCheck[],
-    @Optional() @Inject(READINESS_DETAILS) private readonly details?: ReadinessDetails[],
+    @Optional() @Inject(READINESS_DETAILS) private readonly serviceDetails?: ReadinessDetails[],
+    @Optional() @Inject(SERVICE_READINESS_DETAILS) private readonly commonDetails?: ReadinessDetails[],
   ) {}
+
+  private get details(): ReadinessDetails[] {
+    return [...(this.commonDetails ?? []), ...(this.serviceDetails ?? [])];
+  }
 
   @Get('live')
   @HttpCode(200)
@@ -82,11 +90,15 @@ export class HealthController {
 
 @Module({})
 export class HealthModule {
-  static register(checks: ReadinessCheck[] | (() => ReadinessCheck[])): DynamicModule {
+  /** `details`: facts every service adds to its readiness answer (never deciding it), before the service's own {@link READINESS_DETAILS}. */
+  static register(checks: ReadinessCheck[] | (() => ReadinessCheck[]), details: ReadinessDetails[] = []): DynamicModule {
     return {
       module: HealthModule,
       controllers: [HealthController],
-      providers: [{ provide: READINESS_CHECKS, useFactory: () => (typeof checks === 'function' ? checks() : checks) }],
+      providers: [
+        { provide: READINESS_CHECKS, useFactory: () => (typeof checks === 'function' ? checks() : checks) },
+        { provide: SERVICE_READINESS_DETAILS, useValue: details },
+      ],
     };
   }
 }

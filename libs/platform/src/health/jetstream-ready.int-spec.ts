@@ -1,11 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { connect, createServer, type AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { connectNats, type NatsHandle } from '@baton/eventstore';
+// Test only: the private nats-servers every project's specs share (not part of @baton/eventstore's API).
+// eslint-disable-next-line @nx/enforce-module-boundaries
+import { startNatsCluster, type PrivateNatsCluster } from '../../../eventstore/src/int/servers';
 import { runService, type RunningService } from '../service/bootstrap';
 import { JetStreamProbe } from './jetstream-probe';
 
@@ -18,34 +15,6 @@ import { JetStreamProbe } from './jetstream-probe';
  */
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-async function listening(port: number): Promise<void> {
-  for (let i = 0; i < 300; i++) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const socket = connect({ host: '127.0.0.1', port });
-      socket.once('connect', () => (socket.destroy(), resolve(true)));
-      socket.once('error', () => resolve(false));
-    });
-    if (ok) return;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`nats-server did not listen on ${port}`);
-}
-
-async function kill(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = once(child, 'exit');
-  child.kill('SIGKILL');
-  await exited;
-}
 
 describe('JetStreamProbe (the shared NATS)', () => {
   let nats: NatsHandle;
@@ -82,8 +51,7 @@ describe('JetStreamProbe (the shared NATS)', () => {
 });
 
 describe('/health/ready of a service on a three-node cluster that loses two nodes (private nats-servers)', () => {
-  const children: ChildProcess[] = [];
-  const dir = mkdtempSync(join(tmpdir(), 'baton-ready-cluster-'));
+  let cluster: PrivateNatsCluster | undefined;
   let service: RunningService | undefined;
   let base: string;
 
@@ -93,40 +61,14 @@ describe('/health/ready of a service on a three-node cluster that loses two node
   };
 
   beforeAll(async () => {
-    const ports = [await freePort(), await freePort(), await freePort()];
-    const routes = [await freePort(), await freePort(), await freePort()];
-    for (let i = 0; i < 3; i++) {
-      const args = ['-a', '127.0.0.1', '-p', String(ports[i]), '-js', '-sd', join(dir, `n${i + 1}`), '-server_name', `n${i + 1}`];
-      args.push('-cluster', `nats://127.0.0.1:${routes[i]}`, '-cluster_name', 'baton-ready-test');
-      args.push(
-        '-routes',
-        routes
-          .filter((_, j) => j !== i)
-          .map((p) => `nats://127.0.0.1:${p}`)
-          .join(','),
-      );
-      children.push(spawn('nats-server', args, { stdio: 'ignore' }));
-    }
-    for (const port of ports) await listening(port);
-    const urls = ports.map((p) => `nats://127.0.0.1:${p}`);
-    // JetStream on a cluster answers once it has elected a meta leader.
-    const deadline = Date.now() + 30_000;
-    for (;;) {
-      const handle = await connectNats({ servers: urls, reconnect: false, timeoutMs: 2000 }).catch(() => null);
-      if (handle) {
-        await handle.close();
-        break;
-      }
-      if (Date.now() > deadline) throw new Error('the private cluster elected no JetStream meta leader within 30 s');
-      await new Promise((resolve) => setTimeout(resolve, 250));
-    }
+    cluster = await startNatsCluster({ name: 'baton-ready-test' });
     service = await runService({
       service: 'readiness-probe',
       defaultPort: 0,
       imports: [],
       redis: false,
       env: {
-        NATS_URL: urls.join(','),
+        NATS_URL: cluster.natsUrl,
         BATON_PREFIX: `rd${randomBytes(4).toString('hex')}`,
         BATON_STREAM_REPLICAS: '3',
         BATON_NATS_AUTH: 'none',
@@ -139,14 +81,16 @@ describe('/health/ready of a service on a three-node cluster that loses two node
 
   afterAll(async () => {
     await service?.stop().catch(() => undefined);
-    for (const child of children) await kill(child);
-    rmSync(dir, { recursive: true, force: true });
+    await cluster?.remove();
   }, 60_000);
 
   it('is 200 with jetstream true while the cluster has quorum; 503 with nats true and jetstream false once two nodes are gone', async () => {
-    expect(await ready()).toEqual({ status: 200, body: { status: 'ready', checks: { nats: true, jetstream: true } } });
-    await kill(children[1]!);
-    await kill(children[2]!);
+    expect(await ready()).toEqual({
+      status: 200,
+      body: { status: 'ready', checks: { nats: true, jetstream: true }, details: { storage: { full: false, conditions: [] } } },
+    });
+    await cluster!.nodes[1]!.kill();
+    await cluster!.nodes[2]!.kill();
     // The service's connection stays up (on the node left, or back on it), while JetStream answers
     // nothing there, then "temporarily unavailable": no append can succeed.
     const deadline = Date.now() + 30_000;
@@ -155,6 +99,9 @@ describe('/health/ready of a service on a three-node cluster that loses two node
       await new Promise((resolve) => setTimeout(resolve, 250));
       last = await ready();
     }
-    expect(last).toEqual({ status: 503, body: { status: 'not_ready', checks: { nats: true, jetstream: false } } });
+    expect(last).toEqual({
+      status: 503,
+      body: { status: 'not_ready', checks: { nats: true, jetstream: false }, details: { storage: { full: false, conditions: [] } } },
+    });
   }, 60_000);
 });

@@ -11,6 +11,7 @@ import {
   type NatsHandle,
   type RunnerIdentity,
   type RunnerInstrumentation,
+  type StorageLimit,
 } from '@baton/eventstore';
 import { context as otelContext } from '@opentelemetry/api';
 
@@ -33,7 +34,39 @@ export const MetricName = {
   httpDuration: 'baton_http_request_duration_seconds',
   edgeMessages: 'baton_edge_messages_total',
   ledgerRequestsShed: 'baton_ledger_requests_shed_total',
+  storageFull: 'baton_storage_full',
+  storageFullRefused: 'baton_storage_full_refused_total',
+  redisFull: 'baton_redis_full',
+  redisFullRefused: 'baton_redis_full_refused_total',
 } as const;
+
+/** A metric of {@link MetricName}, by its key. */
+export type MetricKey = keyof typeof MetricName;
+
+/**
+ * The metrics of {@link BatonMetrics} only some services expose, and which: what they count
+ * happens in those services alone (the ledger sheds requests and relays agent edge messages; the
+ * router and the ledger decide commands on their aggregates; the notifier writes the Redis
+ * projections, which a full Redis refuses). Every other service leaves them out
+ * of its registry — neither a sample nor a HELP line on its `/metrics`, so no dashboard sums a
+ * router's constant 0 into the ledger's sheds. A metric not named here is every service's
+ * (consumers, dead letters, the fold cache, HTTP), except the notifier's projection gauges
+ * (`baton_open_handoffs`, `baton_inbox_open_items`), which the notifier alone registers
+ * (`registerProjectionGauges`).
+ */
+export const SERVICE_METRICS: Readonly<Partial<Record<MetricKey, readonly string[]>>> = {
+  ledgerRequestsShed: ['ledger'],
+  edgeMessages: ['ledger'],
+  commandsResumed: ['router', 'ledger'],
+  redisFull: ['notifier'],
+  redisFullRefused: ['notifier'],
+};
+
+/** Whether `service` exposes `metric` ({@link SERVICE_METRICS}). */
+export function exposesMetric(service: string, metric: MetricKey): boolean {
+  const only = SERVICE_METRICS[metric];
+  return only === undefined || only.includes(service);
+}
 
 /**
  * Outcome label values of `baton_events_handled_total`: the runner's outcome kinds, and
@@ -66,15 +99,31 @@ export class BatonMetrics {
   readonly consumerRedelivered: Gauge<'stream' | 'consumer'>;
   readonly consumerWaiting: Gauge<'stream' | 'consumer'>;
   readonly deadLetters: Counter<'source' | 'reason'>;
+  /** Exposed by the router and the ledger alone ({@link SERVICE_METRICS}). */
   readonly commandsResumed: Counter<'outcome'>;
+  /** Exposed by the ledger alone ({@link SERVICE_METRICS}). */
   readonly edgeMessages: Counter<'route' | 'outcome'>;
+  /** Exposed by the ledger alone ({@link SERVICE_METRICS}). */
   readonly ledgerRequestsShed: Counter;
+  /** JetStream publishes of this service a storage limit refused (`storage_full`), by limit: every service's. */
+  readonly storageFullRefused: Counter<'limit'>;
+  /** Projection writes a full Redis refused (maxmemory, noeviction). Exposed by the notifier alone ({@link SERVICE_METRICS}). */
+  readonly redisFullRefused: Counter;
+  /** Whether Redis refuses the service's writes now, when scraped (see {@link watchRedis}). */
+  private redisFull: (() => boolean) | null = null;
+  /** Whether a storage limit refuses this service's publishes now, when scraped (see {@link watchStorage}). */
+  private storageFull: ((limit: StorageLimit) => boolean) | null = null;
   /** What the event store's fold cache reports when scraped (see {@link watchFoldCache}). */
   private foldCache: (() => FoldCacheStats) | null = null;
   readonly httpDuration: Histogram<'method' | 'route' | 'status_code'>;
 
   constructor(readonly options: BatonMetricsOptions) {
     const registers = [this.registry];
+    /**
+     * The registry for a metric of some services only ({@link SERVICE_METRICS}): none in another
+     * service, where the metric still exists (its code may be shared) but is never exposed.
+     */
+    const registersOf = (metric: MetricKey) => (exposesMetric(options.service, metric) ? registers : []);
     this.registry.setDefaultLabels({ service: options.service });
     this.eventsHandled = new Counter({
       name: MetricName.eventsHandled,
@@ -110,18 +159,49 @@ export class BatonMetrics {
       name: MetricName.commandsResumed,
       help: 'Commands found with their first events already stored (a retry), by outcome: already_complete, completed (a crash had cut it short), refused or diverged (left incomplete: alert on these).',
       labelNames: ['outcome'],
-      registers,
+      registers: registersOf('commandsResumed'),
     });
     this.edgeMessages = new Counter({
       name: MetricName.edgeMessages,
       help: "Agent edge messages the ledger's relay handled, by route (input, api, ack; none when the subject stands for nothing) and outcome (relayed; refused, recorded as a dead letter; suppressed, counted in its sender's refusals_suppressed letter).",
       labelNames: ['route', 'outcome'],
-      registers,
+      registers: registersOf('edgeMessages'),
     });
     this.ledgerRequestsShed = new Counter({
       name: MetricName.ledgerRequestsShed,
       help: 'Ledger requests answered overloaded without being worked on: the instance had LEDGER_MAX_INFLIGHT requests in flight (the caller sends again).',
+      registers: registersOf('ledgerRequestsShed'),
+    });
+    this.storageFullRefused = new Counter({
+      name: MetricName.storageFullRefused,
+      help: "JetStream publishes (appends, offers, letters) of this service refused by a storage limit (storage_full), by limit: stream_bytes (a full inbox, BATON_INBOX_MAX_BYTES), stream_messages, account_storage (the account's --max-store).",
+      labelNames: ['limit'],
       registers,
+    });
+    const storageFullNow = () => this.storageFull;
+    new Gauge({
+      name: MetricName.storageFull,
+      help: "1 while a storage limit refuses this service's publishes (from the first refusal until a publish it refused is stored again), by limit; else 0.",
+      labelNames: ['limit'],
+      registers,
+      collect: function (this: Gauge<'limit'>) {
+        const full = storageFullNow();
+        for (const limit of STORAGE_LIMITS) this.set({ limit }, full?.(limit) ? 1 : 0);
+      },
+    });
+    this.redisFullRefused = new Counter({
+      name: MetricName.redisFullRefused,
+      help: "Projection writes Redis refused because it is full (maxmemory reached under noeviction: 'OOM command not allowed'); each waits and is retried, nothing acknowledged is lost.",
+      registers: registersOf('redisFullRefused'),
+    });
+    const redisFullNow = () => this.redisFull;
+    new Gauge({
+      name: MetricName.redisFull,
+      help: '1 while Redis refuses the projection writes for being full (from the first refusal until a write goes through again); else 0.',
+      registers: registersOf('redisFull'),
+      collect: function (this: Gauge) {
+        this.set(redisFullNow()?.() ? 1 : 0);
+      },
     });
     const foldCacheNow = () => this.foldCache?.() ?? null;
     const foldCache = (pick: (stats: FoldCacheStats) => number | null) =>
@@ -169,6 +249,16 @@ export class BatonMetrics {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'baton_' });
   }
 
+  /** Report whether a storage limit refuses the service's publishes (`baton_storage_full`) at every scrape. */
+  watchStorage(full: (limit: StorageLimit) => boolean): void {
+    this.storageFull = full;
+  }
+
+  /** Report whether Redis refuses the service's writes for being full (`baton_redis_full`) at every scrape. */
+  watchRedis(full: () => boolean): void {
+    this.redisFull = full;
+  }
+
   /** Report the event store's fold cache (entries, estimated bytes, bound, evictions) at every scrape. */
   watchFoldCache(stats: () => FoldCacheStats): void {
     this.foldCache = stats;
@@ -188,6 +278,9 @@ export class BatonMetrics {
     this.deadLetters.inc({ source, reason });
   }
 }
+
+/** The `limit` label values of the storage metrics: every limit a publish may meet ({@link StorageLimit}). */
+const STORAGE_LIMITS: readonly StorageLimit[] = ['stream_bytes', 'stream_messages', 'account_storage'];
 
 /** Every event type of the catalogue: the only `Baton-Event-Type` values a label may take. */
 const KNOWN_EVENT_TYPES = new Set(createEventRegistry().types());

@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { DynamicModule, ExceptionFilter, INestApplication, Module, Type } from '@nestjs/common';
+import { DynamicModule, ExceptionFilter, Global, INestApplication, Module, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { z } from 'zod';
 import { BaseConfigSchema, checkNatsAuth, ConfigError, envInt, loadConfig, unknownOwnVariables } from '../config/config';
@@ -11,13 +11,15 @@ import { JetStreamConsumerBinding, JetStreamServer } from '../transport/jetstrea
 import { httpMetricsMiddleware } from '../observability/http-metrics';
 import { BatonMetrics, runnerInstrumentation } from '../observability/metrics';
 import { MetricsModule } from '../observability/metrics.module';
+import { StorageFullWatch } from '../observability/storage-full';
 import { HybridExceptionFilter } from '../transport/hybrid-exception.filter';
 import { createRuntime, RuntimeModule, ServiceRuntime } from './runtime';
+import { StartWatch } from './start-watch';
 import { securityHeaders } from './security-headers';
 import { deferBodyErrors } from './deferred-body-error';
 import { requireUtf8Body } from './utf8-body';
 import { RefusedLetterCap } from '../refusals/refused-letter-cap';
-import { inboxLetterGate, RefusedLetters } from '../refusals/refused-letters';
+import { INBOX_REFUSED_LETTERS, inboxLetterGate, RefusedLetters } from '../refusals/refused-letters';
 
 export const ServiceConfigSchema = BaseConfigSchema.extend({
   HTTP_PORT: envInt(0, 65535),
@@ -94,15 +96,41 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
     throw error;
   }
   installTracing();
+  // A start slower than START_WATCH_EVERY_MS says which step it waits in, every so often, until ready.
+  const startWatch = new StartWatch(opts.service);
+  try {
+    return await startService(opts, config, env, startWatch);
+  } finally {
+    startWatch.done();
+  }
+}
+
+async function startService(
+  opts: RunServiceOptions,
+  config: ServiceConfig,
+  env: Record<string, string | undefined>,
+  startWatch: StartWatch,
+): Promise<RunningService> {
   let stopping: Promise<void> | null = null;
   const metrics = new BatonMetrics({ service: opts.service });
+  // A storage limit refusing the service's publishes (a full inbox or account): said once, not per
+  // publish; counted, and shown on readiness (docs/sre.md, Capacity). Logged once the runtime exists.
+  let storage: StorageFullWatch | null = null;
   const runtime = await createRuntime({
     service: opts.service,
     config,
+    startWatch,
     redis: opts.redis ?? true,
     ...(opts.defaultCacheSize !== undefined ? { defaultCacheSize: opts.defaultCacheSize } : {}),
     ...(opts.defaultCacheMb !== undefined ? { defaultCacheMb: opts.defaultCacheMb } : {}),
-    wrapNats: (handle) => instrumentNats(handle, { onJetStreamPublish: (published) => metrics.recordPublish(published, config.BATON_PREFIX) }),
+    wrapNats: (handle) =>
+      instrumentNats(handle, {
+        onJetStreamPublish: (published) => {
+          metrics.recordPublish(published, config.BATON_PREFIX);
+          storage?.stored(published.stream);
+        },
+        onJetStreamPublishError: (subject, error) => storage?.refused(subject, error),
+      }),
     onResumedCommand: (resumed) => metrics.commandsResumed.inc({ outcome: resumed.outcome }),
     // Named before anything connects: a start that then fails still says them.
     ignoredVariables: unknownOwnVariables(opts.service, opts.ownSettings ?? [], env),
@@ -112,6 +140,9 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
     connectionClosed: { stopping: () => stopping !== null, onClosed: () => process.exit(EXIT_NATS_CLOSED) },
   });
   metrics.watchFoldCache(() => runtime.store.foldCache());
+  storage = new StorageFullWatch(runtime.logger, { prefix: config.BATON_PREFIX, onRefused: (limit) => metrics.storageFullRefused.inc({ limit }) });
+  const storageWatch = storage;
+  metrics.watchStorage((limit) => storageWatch.full(limit));
   const logger: JsonLogger = runtime.logger;
   // Every consumer runner on this connection: trace context per message, latency, outcomes, lag.
   const runners = runnerInstrumentation(metrics, { jsm: runtime.nats.jsm, prefix: config.BATON_PREFIX });
@@ -121,20 +152,37 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
   // append can succeed. Asked at most once per JETSTREAM_PROBE_CACHE_MS, whatever polls readiness.
   const jetstream = new JetStreamProbe(runtime.nats.connection);
 
+  // What an agent publishes (results, starts, messages, mesh results and starts) and a consumer
+  // refuses for itself is lettered under a per-sender budget: an agent refused in a loop cannot fill
+  // the shared DLQ. A letter redrive would republish (an acknowledged start of a workflow not
+  // published yet…) is always written, and every other letter — events, operators, services — as before.
+  // One instance per service, provided to its modules (`INBOX_REFUSED_LETTERS`): what the router
+  // records on a run or mesh instead of a letter (`RefusalBudget`) spends the same budget.
+  const refusedInputs = new RefusedLetters(runtime, new RefusedLetterCap(config.BATON_REFUSED_LETTERS_PER_MINUTE), 'agent inbox messages');
+  @Global()
+  @Module({ providers: [{ provide: INBOX_REFUSED_LETTERS, useValue: refusedInputs }], exports: [INBOX_REFUSED_LETTERS] })
+  class InboxRefusalsModule {}
+
   @Module({
     imports: [
       RuntimeModule.forRoot(runtime),
+      InboxRefusalsModule,
       MetricsModule.forRoot(metrics),
-      HealthModule.register([
-        { name: 'nats', check: async () => !runtime.nats.connection.isClosed() && (await runtime.nats.connection.rtt()) >= 0 },
-        { name: 'jetstream', check: () => jetstream.available() },
-        ...(runtime.redis ? [{ name: 'redis', check: async () => (await runtime.redis!.ping(900), true) }] : []),
-      ]),
+      HealthModule.register(
+        [
+          { name: 'nats', check: async () => !runtime.nats.connection.isClosed() && (await runtime.nats.connection.rtt()) >= 0 },
+          { name: 'jetstream', check: () => jetstream.available() },
+          ...(runtime.redis ? [{ name: 'redis', check: async () => (await runtime.redis!.ping(900), true) }] : []),
+        ],
+        // Never a failed check: a full disk is no reason to take a healthy service out (docs/sre.md, Health).
+        [{ name: 'storage', details: () => Promise.resolve(storageWatch.status()) }],
+      ),
       ...opts.imports,
     ],
   })
   class AppModule {}
 
+  startWatch.enter('modules');
   const app = await NestFactory.create(AppModule, { logger, bodyParser: true, abortOnError: false });
   // Paths are case-sensitive, as the documents name them (`/v1/INBOX` is no route). The adapter made
   // Express's router already (with the default, insensitive), and the router reads the flag when a
@@ -154,11 +202,6 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
   opts.metrics?.(metrics, app, runtime);
   // Before anything initialises, so the JetStream handlers inherit it (see HybridExceptionFilter).
   app.useGlobalFilters(new HybridExceptionFilter(app.getHttpAdapter(), opts.httpExceptionFilter));
-  // What an agent publishes (results, starts, messages, mesh results and starts) and a consumer
-  // refuses for itself is lettered under a per-sender budget: an agent refused in a loop cannot fill
-  // the shared DLQ. A letter redrive would republish (an acknowledged start of a workflow not
-  // published yet…) is always written, and every other letter — events, operators, services — as before.
-  const refusedInputs = new RefusedLetters(runtime, new RefusedLetterCap(config.BATON_REFUSED_LETTERS_PER_MINUTE), 'agent inbox messages');
   const server = new JetStreamServer({
     name: opts.service,
     letterGate: inboxLetterGate(config.BATON_PREFIX, refusedInputs),
@@ -171,10 +214,17 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
     events: { registry: runtime.registry, store: runtime.store },
   });
   app.connectMicroservice({ strategy: server }, { inheritAppConfig: true });
+  startWatch.enter('consumers');
   await app.startAllMicroservices();
+  // What `listen` would do first, apart so that a slow start names it: onModuleInit and
+  // onApplicationBootstrap hooks (subscriptions flushed to the server, buckets opened).
+  startWatch.enter('hooks');
+  await app.init();
+  startWatch.enter('http');
   await app.listen(config.HTTP_PORT, config.HTTP_HOST);
   const url = await app.getUrl();
   logger.info(`${opts.service} ready`, { http: url, prefix: config.BATON_PREFIX });
+  startWatch.enter('after_start');
   if (opts.afterStart) await opts.afterStart(app, runtime);
 
   const stop = () =>
@@ -185,6 +235,7 @@ export async function runService(opts: RunServiceOptions): Promise<RunningServic
       logger.info(`${opts.service} stopping`);
       await app.close(); // closes the microservice first: stop pulling, finish in-flight, then HTTP
       await refusedInputs.stop(); // the summaries of windows still open, before the connection drains
+      storageWatch.stop();
       runners.stop();
       instrumentRunners(runtime.nats.js, null);
       await runtime.nats.drain().catch(() => undefined);

@@ -1,4 +1,4 @@
-import { onConnectionEvent, type ConnectionClosed, type ConnectionEventSource } from '@baton/eventstore';
+import { lastHeardFrom, onConnectionEvent, type ConnectionClosed, type ConnectionEventSource } from '@baton/eventstore';
 
 /** The logger calls the watch makes (a {@link JsonLogger} in a service). */
 export interface ConnectionLog {
@@ -26,9 +26,13 @@ export const CONNECTION_LINES_PER_MINUTE = 10;
 
 /**
  * Say what happens to a service's NATS connection, from the client's status events: a warn when it
- * is lost (`NATS connection lost`, with the server) and the client starts reconnecting, a warn
- * every `stillDownEveryMs` while it stays down (with the attempts so far), an info when it is back
- * (with `down_ms`); a warn when the server ends the credentials (revoked or expired: a rotation's
+ * is lost (`NATS connection lost`, with the server, and `silent_ms`: how long the server had said
+ * nothing when the loss was noticed) and the client starts reconnecting, a warn every
+ * `stillDownEveryMs` while it stays down (with the attempts so far), an info when it is back (with
+ * `down_ms`). `down_ms` counts from the last thing the client heard from the server
+ * ({@link lastHeardFrom}: a message, an ack, a PONG), not from when the loss was noticed: a frozen
+ * server is noticed only after two unanswered pings (20–30 s), a closed socket at once (then the
+ * two are the same). For a connection {@link lastHeardFrom} knows nothing of, from the notice; a warn when the server ends the credentials (revoked or expired: a rotation's
  * reload) or refuses them on a reconnect, an error for any other `-ERR` it sends (a permissions
  * violation), with the server's words. A link that flaps writes at most `linesPerMinute` of these a minute; the next
  * line written carries `suppressed` (how many were left out). When the client gives up for good
@@ -64,20 +68,27 @@ export function watchConnection(handle: ConnectionEventSource, log: ConnectionLo
 
   // The outage as this watch's clock (`now`) sees it: when the still-down lines are due.
   let lastStillDown = 0;
+  // When the server was last heard from before the loss (the events' clock, Date.now): what down_ms counts from.
+  let silentSince: number | null = null;
+  const downMs = (event: { at: number; downMs: number }) => (silentSince === null ? event.downMs : Math.max(event.downMs, event.at - silentSince));
   onConnectionEvent(
     handle,
     (event) => {
       switch (event.kind) {
-        case 'disconnected':
+        case 'disconnected': {
           lastStillDown = now();
-          if (!opts.stopping()) limited('warn', 'NATS connection lost; reconnecting', { server: event.server });
+          const heard = lastHeardFrom(handle.connection);
+          silentSince = heard === undefined ? null : Math.min(heard, event.at);
+          const silent = silentSince === null ? {} : { silent_ms: event.at - silentSince };
+          if (!opts.stopping()) limited('warn', 'NATS connection lost; reconnecting', { server: event.server, ...silent });
           return;
+        }
         case 'reconnecting': {
           const at = now();
           if (at - lastStillDown >= stillDownEveryMs && !opts.stopping()) {
             lastStillDown = at;
             // Not rate-limited: at most one a `stillDownEveryMs`.
-            log.warn('NATS still unreachable; reconnecting', { down_ms: event.downMs, attempts: event.attempt, server: event.server });
+            log.warn('NATS still unreachable; reconnecting', { down_ms: downMs(event), attempts: event.attempt, server: event.server });
           }
           return;
         }
@@ -93,9 +104,12 @@ export function watchConnection(handle: ConnectionEventSource, log: ConnectionLo
           } else limited('error', `NATS server error: ${event.said}`, fields);
           return;
         }
-        case 'reconnected':
-          limited('info', 'NATS connection back', { server: event.server, down_ms: event.downMs, attempts: event.attempts });
+        case 'reconnected': {
+          const down = downMs(event);
+          silentSince = null;
+          limited('info', 'NATS connection back', { server: event.server, down_ms: down, attempts: event.attempts });
           return;
+        }
         case 'closed': {
           const error = event.error;
           if (error === undefined || opts.stopping()) return;

@@ -1,3 +1,4 @@
+import type { StartWatch } from './start-watch';
 import { hostname } from 'node:os';
 import { Global, Module, DynamicModule } from '@nestjs/common';
 import { createEventRegistry, EventRegistry, inboxPrefixOf, ServiceNameSchema } from '@baton/contracts';
@@ -13,7 +14,7 @@ import {
   type ResumedCommand,
 } from '@baton/eventstore';
 import { createRedis, RedisHandle } from '@baton/projections';
-import { BaseConfig, StartupError, type UnknownVariable } from '../config/config';
+import { BaseConfig, natsAuthenticated, redactUrl, StartupError, type UnknownVariable } from '../config/config';
 import { JsonLogger } from '../logging/logger';
 import { watchConnection, type ConnectionWatchOptions } from './connection-watch';
 
@@ -66,6 +67,8 @@ export interface CreateRuntimeOptions<C extends BaseConfig> {
    * to tell a stop on purpose. Lost and restored connections are logged either way ({@link watchConnection}).
    */
   connectionClosed?: Pick<ConnectionWatchOptions, 'stopping' | 'onClosed'>;
+  /** Told of each step (connect, streams, Redis) and given the logger, so a slow start says where it waits. */
+  startWatch?: StartWatch;
 }
 
 /**
@@ -103,12 +106,6 @@ export function logResumedCommand(logger: JsonLogger, resumed: ResumedCommand): 
 
 /** How long a service waits at start for Redis to answer before it gives up, ms. */
 const REDIS_START_WAIT_MS = 5_000;
-
-/** A server address as it may be shown: without the password a URL may carry. */
-export function redactUrl(url: string): string {
-  // Each URL of a comma-separated list (NATS_URL may name several servers).
-  return url.replace(/\/\/([^/@:,]*):[^/@,]*@/g, '//$1:***@');
-}
 
 /**
  * Why a service could not connect to NATS at start, naming the variable to look at: NATS_CREDS
@@ -157,12 +154,14 @@ export async function createRuntime<C extends BaseConfig>(opts: CreateRuntimeOpt
   const { config, service } = opts;
   const instance = config.BATON_INSTANCE ?? defaultInstance(service);
   const logger = new JsonLogger(service, config.LOG_LEVEL, { instance });
+  opts.startWatch?.attach(logger);
+  opts.startWatch?.enter('nats');
   if (opts.ignoredVariables !== undefined && opts.ignoredVariables.length > 0) {
     logger.warn(`variables of the ${service}'s own prefix that it does not read are ignored (a misspelt name keeps the default)`, {
       variables: opts.ignoredVariables.map((u) => (u.nearest !== undefined ? `${u.variable} (did you mean ${u.nearest}?)` : u.variable)),
     });
   }
-  if (config.BATON_NATS_AUTH === 'none' && config.NATS_CREDS === undefined && config.NATS_USER === undefined) {
+  if (!natsAuthenticated(config)) {
     logger.warn(
       'NATS authentication is off (BATON_NATS_AUTH=none): any client that reaches the server can speak as any service, agent or operator. Use this only with a development server; see `baton nats-config`.',
     );
@@ -193,13 +192,20 @@ export async function createRuntime<C extends BaseConfig>(opts: CreateRuntimeOpt
     replicas: config.BATON_STREAM_REPLICAS,
     dlqMaxAgeMs: config.BATON_DLQ_MAX_AGE_MS,
     dlqMaxBytes: config.BATON_DLQ_MAX_BYTES,
+    inboxMaxBytes: config.BATON_INBOX_MAX_BYTES,
   });
   // A cluster still electing its meta leader, or busy placing replicas, answers late: retried (a minute per stream).
+  opts.startWatch?.enter('streams');
   try {
     await provision(
       nats.jsm,
       { streams: topology.streams },
-      { onRetry: (what, err, attempt) => logger.warn(`${what}: ${String(err)}; asking again (attempt ${attempt + 1})`) },
+      {
+        onRetry: (what, err, attempt) => logger.warn(`${what}: ${String(err)}; asking again (attempt ${attempt + 1})`),
+        // A limit lowered below what a stream holds would drop its oldest messages: kept, and said.
+        onLimitKept: (kept) =>
+          logger.warn(`stream ${kept.stream}: ${kept.detail}`, { stream: kept.stream, held_bytes: kept.heldBytes, wanted_max_bytes: kept.wantedMaxBytes }),
+      },
     );
   } catch (error) {
     // A start that fails leaves nothing open behind it: an in-process caller (a test, the debug
@@ -222,6 +228,7 @@ export async function createRuntime<C extends BaseConfig>(opts: CreateRuntimeOpt
   });
   const redis = opts.redis === false ? null : createRedis(config.REDIS_URL, { commandTimeout: config.REDIS_COMMAND_TIMEOUT_MS });
   if (redis !== null) {
+    opts.startWatch?.enter('redis');
     try {
       await redis.ping(REDIS_START_WAIT_MS);
     } catch (error) {

@@ -18,7 +18,7 @@ import {
   deadLetterLogFields,
   StreamNotFound,
   connectNats,
-  serverSaid,
+  connectionEvents,
   ambientTracing,
   contextFromHeaders,
   currentTraceId,
@@ -573,17 +573,19 @@ export class JetStreamServer extends Server<JetStreamServerEvents> implements Cu
     return { ok: false, error: { code: 'internal_error', kind: 'internal', message: 'the handler failed; see the service log', issues: [] } };
   }
 
+  /**
+   * The connection's drops, returns and (on a connection of its own) the server's errors, as status
+   * events, read from the connection's one event hub (`connectionEvents`, libs/eventstore): the
+   * loop ends with the connection's `closed` event. nats.js 2.x never ends a `status()` iterator
+   * when the connection closes, so a loop over one of its own would wait for ever.
+   */
   private async watchStatus(handle: NatsHandle): Promise<void> {
-    try {
-      for await (const status of handle.connection.status()) {
-        if (status.type === 'disconnect' || status.type === 'reconnect') this.emitStatus(status.type, String(status.data));
-        // A connection the service shares is watched by its runtime (`watchConnection`), which logs
-        // the server's errors with their words; this one's own connection has no one else to.
-        if (status.type === 'error' && this.ownsConnection)
-          this.emitStatus('error', new NatsServerError(String(status.data), serverSaid(handle.connection, status)));
-      }
-    } catch {
-      // The status iterator ends with the connection.
+    for await (const event of connectionEvents(handle)) {
+      if (event.kind === 'disconnected') this.emitStatus('disconnect', event.server);
+      else if (event.kind === 'reconnected') this.emitStatus('reconnect', event.server);
+      // A connection the service shares is watched by its runtime (`watchConnection`), which logs
+      // the server's errors with their words; this one's own connection has no one else to.
+      else if (event.kind === 'server_error' && this.ownsConnection) this.emitStatus('error', new NatsServerError(event.natsCode, event.said));
     }
   }
 

@@ -476,7 +476,7 @@ describe('Baton projections (real Redis)', () => {
     const answered = await views.stops({ filters: { status: 'answered' } });
     expect(answered.items.map((r) => r.stop.packet_id)).toEqual(['stop-r-wr-c:res-c1']);
     expect(answered.items[0]).toMatchObject({ stop: { status: 'answered', answer: { action: 'deny', answer_id: 'ans-c1' } }, effect: { kind: 'stop' } });
-    expect((await views.stops({ filters: { why: 'unknown_intent' } })).items.map((r) => r.stop.run_id)).toEqual(['ar-res-d1']);
+    expect((await views.stops({ filters: { why: 'unknown_intent' } })).items.map((r) => r.stop.run_id)).toEqual(['wr-d']);
     expect((await views.stops({ run: 'wr-a' })).items.map((r) => r.stop.packet_id)).toEqual(['stop-r-wr-a:res-a1']);
     expect((await views.stops({ run: 'wr-a', filters: { status: 'answered' } })).items).toEqual([]);
     const byTime = (await views.stops({ filters: { agent: 'issue' } })).items.map((r) => r.stop.created_at);

@@ -136,7 +136,10 @@ export function handoffsProjection(): FoldingProjection<JsonValue> {
     //    record shows.
     // 8: the claim a lapse took back keeps its lease's expiry (`lapsed_claim.lease_expires_at`):
     //    the router accepts a result stored by then under it (docs/handoffs.md rule 4b).
-    version: 8,
+    // 9: the claim keeps its claimer's kind (`claim.claimed_by_kind`) and a completion handback the
+    //    reviewed worker's (`reviewed_worker_kind`), which the record shows: the worker is kind and
+    //    name (docs/handoffs.md rule 12).
+    version: 9,
     handles: (type) => type.startsWith('handoff.'),
     stateKeyOf: (event) => HandoffKeys.state(event.project, event.aggregate.id),
     step(prior, event: SequencedEvent) {

@@ -187,7 +187,9 @@ export function summarizeRunEvent(event: RunEvent, actor?: string): string {
         event.data.pending_call !== undefined ? `; pending call ${event.data.pending_call.name}` : ''
       }`;
     case 'run.stopped':
-      return `stopped (${event.data.packet.why}) at ${event.data.packet.step}; packet ${event.data.packet.packet_id}`;
+      return `stopped (${event.data.packet.why}) at ${event.data.packet.step}; packet ${event.data.packet.packet_id}${
+        event.data.on_behalf_of !== undefined ? `; asked by the admin for ${event.data.on_behalf_of}` : ''
+      }`;
     case 'run.resumed': {
       const from = event.data.from;
       return from.kind === 'stop'
@@ -492,7 +494,11 @@ export function runsProjection(): FoldingProjection<JsonValue> {
     // 14: the folded state keeps the call the current handoff carries (`handoffCall`).
     // 15: a refused operator answer's timeline line names who answered (the event's actor), not
     //     the role word it is recorded under ("answer a-1 by alice rejected", was "from operator").
-    version: 15,
+    // 16: the folded state counts refused results of agents the run does not wait for, per agent
+    //     (`foreignRefusals`: the router's cap of what one agent may write onto another's run).
+    // 17: the folded state counts the refused results of the run's own agent recorded while the run
+    //     waited for no result (`idleRefusals`: the same cap, on a held, stopped or finished run).
+    version: 17,
     handles: (type) => type.startsWith('run.'),
     stateKeyOf: (event) => RunKeys.state(event.project, event.aggregate.id),
     step(prior, event) {

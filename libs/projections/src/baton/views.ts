@@ -4,7 +4,7 @@ import { InvalidCursorError } from '../errors';
 import type { ItemFilters, ItemPage } from '../items';
 import type { ItemOrder } from '../ops';
 import type { ProjectionStore } from '../store';
-import type { TimelineEntry } from './common';
+import { InboxStatus, type TimelineEntry } from './common';
 import { HandoffKeys, handoffRecordOfState } from './handoffs';
 import { INBOX_STORE, inboxItemView, type InboxItem } from './inbox';
 import { NOTICES_STORE, NoticeKeys, type NoticeItem } from './notices';
@@ -52,6 +52,12 @@ export type ScopedKind = 'run' | 'handoff' | 'stop';
 export interface BatonViews {
   /** One page of the operator inbox (newest or most urgent first, keyset cursor). */
   inbox(query?: InboxQuery): Promise<ItemPage<InboxItem>>;
+  /**
+   * How many open inbox items `filters` select, whatever their `status` says (it is `open` here):
+   * the inbox's size, not a page's. Counted in Redis on the indexes, over the smaller of the
+   * filters' index sets (the open items, for a filter that names several projects).
+   */
+  inboxOpenCount(filters?: ItemFilters): Promise<number>;
   /** One inbox item by its item id (`stop:<project>:<packet_id>`...). */
   inboxItem(id: string): Promise<InboxItem | null>;
   /** One page of stop packets, newest first. With `run`, only the packets of the runs of that id. */
@@ -127,6 +133,7 @@ export function createBatonViews(store: ProjectionStore): BatonViews {
       const page = await inboxItems.query(query);
       return { ...page, items: page.items.map(inboxItemView) };
     },
+    inboxOpenCount: (filters = {}) => inboxItems.count({ ...filters, status: InboxStatus.open }),
     async notice(project, noticeId) {
       return (await noticeItems.get(NoticeKeys.item(project, noticeId)))?.notice ?? null;
     },

@@ -307,7 +307,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
           {
             action: 'approve',
             pending_digest: stop.body.stop.pending_digest,
-            answered_by: 'olga',
+            // No `answered_by`: who answered is the token's name (a body naming anyone else is refused, identity_mismatch).
           },
         );
         // The API waits for the router's decision: 200 `applied` (or 202 `pending` on a slow machine).

@@ -8,6 +8,7 @@ import { decodeForSubject } from '../../shared/inbound';
 import { HandoffClaims } from '../../shared/handoff-claims';
 import { DispatchReactor } from '../../dispatch/dispatch-reactor';
 import { RunCommands, runRef } from '../run-commands';
+import { ROUTER_CONFIG, type RouterConfig } from '../../config';
 
 /**
  * Use case: record an agent result from `<prefix>.in.<project>.result.<agent>` and route the run.
@@ -16,11 +17,24 @@ import { RunCommands, runRef } from '../run-commands';
  *   or subject tokens that disagree with the body's project / agent — throws a PoisonError: the
  *   original bytes are dead-lettered with the rejection code as reason and never retried.
  * - A result for a run that does not exist is dead-lettered (`not_found`): there is no run to
- *   record it on.
+ *   record it on. Its letter is whole (redrive republishes it) within its sender's budget of
+ *   letters; past it, it is counted in the sender's `refusals_suppressed` letter (`RefusedLetters`).
+ *   Once its letter is stored the agent is told, on its `<agent inbox>.refused` (docs/runs.md rule
+ *   3c; `RunCommands.applyInbound`): a result with a letter of its own is said, one only counted
+ *   is not, so the notices share the letters' budget.
  * - A result the run refuses (unknown agent, a finished run, the wrong agent, a stale handoff, a
  *   result outside the current claim) is recorded on the run as `run.result_rejected` with the
  *   decider's code, and acknowledged: a business refusal is never retried, and never becomes a
- *   stop packet or an inbox item.
+ *   stop packet or an inbox item. A result of an agent the run does not wait for is recorded so
+ *   only while the run holds fewer than `ROUTER_FOREIGN_REFUSALS_PER_RUN` refusals of that agent's
+ *   (an agent may name any run of its project): past that it is dead-lettered
+ *   `foreign_refusals_spent` under the sender's budget of letters, and the run is left alone.
+ *   So are the run's own agent's past the same cap while the run waits for no result (held,
+ *   stopped, finished, waiting for the customer): `idle_refusals_spent`. Either is said to the
+ *   agent as `not_found` is, once its letter is stored. Not under a sender's
+ *   budget of refusals (`RefusalBudget`), unlike customer messages and mesh turns: the run's own
+ *   agent's refusals on its running turn are each recorded (its circuit and the loop guards read
+ *   them, and the circuit stops the run after a few), and the others are bounded per run by that cap.
  * - The claim rule (issue 11, docs/runs.md): while the run is on a handoff, the result must name
  *   that `handoff_id` and the `claim_id` this agent holds on it now. The handoff the result names
  *   is read from the ledger's stream (read-only, {@link HandoffClaims}) just before deciding;
@@ -42,6 +56,7 @@ export class RecordResultUseCase {
     private readonly runs: RunCommands,
     private readonly claims: HandoffClaims,
     private readonly dispatch: DispatchReactor,
+    @Inject(ROUTER_CONFIG) private readonly config: RouterConfig,
   ) {}
 
   /** @param storedAt when the inbox stored the result (ISO): rule 4b (`checkResultClaim`) compares it with a lapsed claim's expiry. */
@@ -78,6 +93,7 @@ export class RecordResultUseCase {
         agent: result.agent,
         ...(result.handoff_id !== undefined ? { handoff_id: result.handoff_id } : {}),
         ...(result.claim_id !== undefined ? { claim_id: result.claim_id } : {}),
+        foreignCap: this.config.ROUTER_FOREIGN_REFUSALS_PER_RUN,
       },
     );
     // The hop's ledger requests go now rather than when the events come back through the dispatch

@@ -5,6 +5,7 @@ import { CUSTOMER } from '@baton/domain';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { nowIso } from '../../shared/ids';
 import { decodeForSubject } from '../../shared/inbound';
+import type { InboundOrigin } from '../../shared/refusal-budget';
 import { publishingAgentOf } from '../../shared/subjects';
 import { RunCommands, runRef } from '../run-commands';
 
@@ -29,7 +30,9 @@ export const MESSAGE_WAITS_FOR_START_DELIVERIES = 3;
  * input is dead-lettered, and so is a message for an unknown run once it has waited a few seconds
  * for the run's start (`MESSAGE_WAITS_FOR_START_DELIVERIES`); a refused message (the run is held, stopped or
  * finished, is not a conversation, or its queue is full: `message_queue_full`) is recorded as
- * `run.result_rejected` (`result_id` = message id, agent `customer`). Idempotent per `message_id`.
+ * `run.result_rejected` (`result_id` = message id, agent `customer`) while the sender's budget of
+ * refusals lasts (`RefusalBudget`: the subject's project, or `<project>/<agent>` that relayed it);
+ * past it the refusal is only counted in its `refusals_suppressed` letter. Idempotent per `message_id`.
  */
 @Injectable()
 export class SessionMessageUseCase {
@@ -38,7 +41,8 @@ export class SessionMessageUseCase {
     private readonly runs: RunCommands,
   ) {}
 
-  async execute(subject: string, bytes: Uint8Array, trace: HopTrace, deliveryCount = 1): Promise<void> {
+  /** @param stored the message's stream and sequence and the consumer's source: its refusal is recorded under its sender's budget. */
+  async execute(subject: string, bytes: Uint8Array, trace: HopTrace, deliveryCount = 1, stored?: InboundOrigin): Promise<void> {
     const message = decodeForSubject(this.runtime.config.BATON_PREFIX, subject, bytes, InboxBodySchemas.message);
     const log = this.runtime.logger.child({
       trace_id: trace.traceId,
@@ -65,11 +69,20 @@ export class SessionMessageUseCase {
         metadata: { now, actor },
       }),
       { kind: 'message', id: message.message_id, actor, origin, workflowRunId: message.workflow_run_id, now, trace },
-      { kind: 'message_refused', agent: MESSAGE_REFUSAL_AGENT, describe: (reason) => `customer message ${message.message_id}: ${reason}` },
+      {
+        kind: 'message_refused',
+        agent: MESSAGE_REFUSAL_AGENT,
+        describe: (reason) => `customer message ${message.message_id}: ${reason}`,
+        ...(stored !== undefined ? { origin: stored } : {}),
+      },
       { waitForStart: deliveryCount < MESSAGE_WAITS_FOR_START_DELIVERIES },
     );
     if (outcome.applied)
       log.info(outcome.events.length > 0 ? 'customer message applied' : 'customer message already applied', { events: outcome.events.map((e) => e.type) });
-    else log.warn('customer message rejected', { code: outcome.code, reason: outcome.message });
+    else
+      log.warn(outcome.recorded ? 'customer message rejected' : 'customer message rejected, over its sender`s budget: not recorded on the run', {
+        code: outcome.code,
+        reason: outcome.message,
+      });
   }
 }

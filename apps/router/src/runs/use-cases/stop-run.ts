@@ -1,6 +1,6 @@
 import type { HopTrace } from '@baton/eventstore';
 import { Inject, Injectable } from '@nestjs/common';
-import { InboxBodySchemas, RejectionCode, ServiceActors } from '@baton/contracts';
+import { ADMIN_ACTOR, InboxBodySchemas, RejectionCode, ServiceActors } from '@baton/contracts';
 import { RunErrorCode } from '@baton/domain';
 import { RUNTIME, type ServiceRuntime } from '@baton/platform';
 import { MeshCommands, meshRef } from '../../meshes/mesh-commands';
@@ -47,9 +47,13 @@ export class StopRunUseCase {
             ...(cause.consult_handoff_id !== undefined ? { consult_handoff_id: cause.consult_handoff_id } : {}),
           }
         : undefined;
-    // Only the watchdog and the admin may publish here (docs/identity.md). The watchdog names itself;
-    // any other name is a person the admin connection acts for: origin operator, never watchdog.
-    const origin = request.requested_by === ServiceActors.watchdog.actor ? 'watchdog' : 'operator';
+    // Who sent it is decided by the subject, never by the body: only the watchdog and the admin may
+    // publish here (docs/identity.md, enforced by nats-server), so the actor is one of those two. A
+    // request naming the watchdog is the watchdog's (baton-watchdog, origin watchdog: only the
+    // admin, who may write any event, could name it falsely); any other is the admin connection's
+    // (actor `admin`, origin operator), and the person it names is a claim, `on_behalf_of`, never
+    // the actor. `requested_by` is an actor name (StopRunRequestSchema).
+    const { actor, origin, on_behalf_of } = stopSender(request.requested_by);
     // What the packet is built from, for a run or (below) a mesh. The packet links the trace the
     // request came in (the event that tripped the watchdog's guard or escalation continues in it).
     const facts = {
@@ -59,18 +63,22 @@ export class StopRunUseCase {
       trace_ids: [trace.traceId],
       ...(request.detail !== undefined ? { detail: request.detail } : {}),
       ...(request.cap !== undefined ? { cap: request.cap } : {}),
+      ...(on_behalf_of !== undefined ? { on_behalf_of } : {}),
     };
+    // A circuit's stop is about the agent whose circuit opened: the packet names it, not the agent
+    // the run happens to wait for (docs/governance.md, circuit per agent).
+    const agent = cause?.kind === 'loop_guard' ? cause.agent : undefined;
     const outcome = await this.runs.run(
       runRef(request.project, request.workflow_run_id),
       {
         kind: 'stop',
         command: {
           type: 'stop',
-          data: { ...facts, ...(escalation !== undefined ? { escalation } : {}) },
-          metadata: { now, actor: request.requested_by },
+          data: { ...facts, ...(escalation !== undefined ? { escalation } : {}), ...(agent !== undefined ? { agent } : {}) },
+          metadata: { now, actor },
         },
       },
-      { kind: 'stop', id: request.packet_id, actor: request.requested_by, origin, workflowRunId: request.workflow_run_id, now, trace },
+      { kind: 'stop', id: request.packet_id, actor, origin, workflowRunId: request.workflow_run_id, now, trace },
     );
     if (outcome.ok) {
       log.info(outcome.events.length > 0 ? 'run stopped' : 'stop already applied', { why: request.why });
@@ -83,10 +91,10 @@ export class StopRunUseCase {
         meshRef(request.project, request.workflow_run_id),
         {
           type: 'stop_mesh',
-          data: facts,
-          metadata: { now, actor: request.requested_by },
+          data: { ...facts, ...(agent !== undefined ? { agent } : {}) },
+          metadata: { now, actor },
         },
-        { kind: 'stop', id: request.packet_id, actor: request.requested_by, origin, meshRunId: request.workflow_run_id, now, trace },
+        { kind: 'stop', id: request.packet_id, actor, origin, meshRunId: request.workflow_run_id, now, trace },
       );
       if (mesh.ok) {
         log.info(mesh.events.length > 0 ? 'mesh stopped' : 'mesh stop already applied or not needed', { why: request.why });
@@ -96,4 +104,14 @@ export class StopRunUseCase {
     }
     log.warn('stop request refused', { code: outcome.error.code, reason: outcome.error.message });
   }
+}
+
+/**
+ * Who sent a stop request, from what may publish `<prefix>.in.<project>.stop` (the watchdog and the
+ * admin) and the body's `requested_by`: the watchdog when it names the watchdog, else the admin
+ * connection, the name it gives (other than `admin`) kept as `on_behalf_of`, a claim.
+ */
+export function stopSender(requestedBy: string): { actor: string; origin: 'watchdog' | 'operator'; on_behalf_of?: string } {
+  if (requestedBy === ServiceActors.watchdog.actor) return { actor: ServiceActors.watchdog.actor, origin: 'watchdog' };
+  return { actor: ADMIN_ACTOR, origin: 'operator', ...(requestedBy !== ADMIN_ACTOR ? { on_behalf_of: requestedBy } : {}) };
 }
