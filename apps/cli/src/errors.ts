@@ -64,6 +64,12 @@ export const CliErrorCode = {
    */
   jetstreamUnavailable: 'jetstream_unavailable',
   /**
+   * Redis answered and refused a write because it is full (its `maxmemory` reached under
+   * `noeviction`): `token create` / `revoke` / `sign-existing`, `replay`'s new generation. Reads
+   * still answer. Not a server down (exit 1, as a full JetStream's `storage_full`).
+   */
+  redisFull: 'redis_full',
+  /**
    * NATS was reached and refused the credentials (NATS_CREDS's file rejected, unusable, expired,
    * or none given to a server that requires them): trying again does not help, other credentials do.
    */

@@ -4,7 +4,7 @@ import { commands } from './commands';
 import type { Command } from './command';
 import { createCliContext, type CliContext, type CliContextOptions } from './context';
 import { EventStoreErrorCode } from '@baton/eventstore';
-import { RedisUnavailableError } from '@baton/projections';
+import { RedisFullError, RedisUnavailableError } from '@baton/projections';
 import { CliError, CliErrorCode, eventStoreDetails, ExitCode, exitCodeOf, jetStreamTrouble, jetStreamUnavailable, UsageError, type CliIssue } from './errors';
 import { processIo, type CliIo } from './output';
 
@@ -190,6 +190,14 @@ export function failureOf(error: unknown): Failure {
       return failureOf(jetStreamUnavailable(error, 'no_leader', null, 'a JetStream request'));
     if (error.name === 'NatsError' && typeof code === 'string')
       return { code: CliErrorCode.unavailable, message: `NATS: ${error.message} (${code}); is the server up, and NATS_URL right?`, issues: [] };
+    // Redis answered and refused a write for being full: said in words and code, not its OOM reply.
+    if (RedisFullError.of(error) !== null)
+      return {
+        code: CliErrorCode.redisFull,
+        message:
+          'Redis is full (its maxmemory reached under noeviction) and refused the write: what the command was writing there was not written. Make room or raise maxmemory (docs/sre.md, What fills Redis), then run it again',
+        issues: [],
+      };
     // Redis stopped answering under the command (a command past REDIS_COMMAND_TIMEOUT_MS, the
     // connection lost): unavailable too, saying which setting bounds the wait.
     const redis = RedisUnavailableError.of(error);

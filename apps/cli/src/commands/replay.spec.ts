@@ -1,5 +1,5 @@
-import { RebuildBehindError, RebuildIncompleteError, ShadowLostError, type RebuildResult } from '@baton/projections';
-import { incompleteFailure } from './replay';
+import { RebuildBehindError, RebuildIncompleteError, RedisFullError, ShadowLostError, type RebuildResult } from '@baton/projections';
+import { incompleteFailure, rebuildFailure } from './replay';
 
 const swapped = (generation: number): RebuildResult => ({
   status: 'swapped',
@@ -32,5 +32,22 @@ describe('baton replay when some projections were swapped in and others failed',
   it('one failure reads in the singular', () => {
     const error = incompleteFailure(new RebuildIncompleteError({ inbox: swapped(2) }, { runs: new Error('redis went away') }));
     expect(error.message).toBe('rebuilt inbox; failed: rebuilding runs failed: redis went away. Rebuild it again: baton replay --projection runs');
+  });
+
+  it('a rebuild Redis refused for being full fails redis_full, saying it was not swapped in and what to do; several all refused so: the whole failure is redis_full, one of several: failed', () => {
+    // What ioredis rejects with when maxmemory refuses a write (recognised against a real Redis in redis-full.int-spec.ts).
+    const oom = Object.assign(new Error("OOM command not allowed when used memory > 'maxmemory'."), { name: 'ReplyError' });
+    expect(RedisFullError.of(oom)).not.toBeNull();
+    const one = rebuildFailure('inbox', oom);
+    expect(one.code).toBe('redis_full');
+    expect(one.message).toMatch(/^rebuilding inbox stopped: Redis is full .* it was not swapped in\. Make room or raise maxmemory/);
+    expect(one.message).not.toContain('OOM command not allowed');
+    expect(rebuildFailure('inbox', new Error('something else')).code).toBe('failed');
+
+    const allFull = incompleteFailure(new RebuildIncompleteError({ inbox: swapped(4) }, { runs: oom, stops: oom }));
+    expect(allFull.code).toBe('redis_full');
+    expect(allFull.message).toMatch(/^rebuilt inbox; these failed: rebuilding runs stopped: Redis is full/);
+    const mixed = incompleteFailure(new RebuildIncompleteError({ inbox: swapped(4) }, { runs: oom, notices: new ShadowLostError('notices', 2) }));
+    expect(mixed.code).toBe('failed');
   });
 });

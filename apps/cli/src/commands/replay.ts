@@ -5,6 +5,7 @@ import {
   noticesPublishedThrough,
   RebuildAbortedError,
   RebuildIncompleteError,
+  RedisFullError,
   ShadowLostError,
   type AnyFoldingProjection,
   type ProjectionStore,
@@ -74,6 +75,13 @@ export function rebuildFailure(projection: string, error: unknown): CliError {
       { cause: error },
     );
   }
+  if (RedisFullError.of(error) !== null) {
+    return new CliError(
+      `rebuilding ${projection} stopped: Redis is full (its maxmemory reached under noeviction) and refused the new generation's writes; it was not swapped in. ` +
+        `Make room or raise maxmemory (a rebuild needs room for the old generation and the new one: docs/sre.md, What fills Redis), then run baton replay again`,
+      { cause: error, code: CliErrorCode.redisFull },
+    );
+  }
   return new CliError(`rebuilding ${projection} failed: ${(error as Error).message}`, { cause: error });
 }
 
@@ -89,6 +97,8 @@ export function incompleteFailure(error: RebuildIncompleteError): CliError {
       `Rebuild ${failed.length === 1 ? 'it' : 'them'} again: ${failed.map((name) => `baton replay --projection ${name}`).join(', ')}`,
     {
       cause: error,
+      // Every failure Redis being full: the command's failure is that, as for a rebuild of one.
+      ...(Object.values(error.failures).every((cause) => RedisFullError.of(cause) !== null) ? { code: CliErrorCode.redisFull } : {}),
       details: {
         rebuilt: Object.keys(error.settled),
         failed: Object.fromEntries(Object.entries(error.failures).map(([name, cause]) => [name, cause instanceof Error ? cause.message : String(cause)])),
