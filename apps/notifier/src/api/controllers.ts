@@ -47,8 +47,8 @@ const STOP_ANSWER_NUMBERS = ['cap'] as const;
  * An operator action's body, read only once the caller may act at all: a viewer is told 403
  * `role_forbidden` whatever it sent, not a 400 about a body it may not send anyway.
  */
-function actionBody<T extends z.ZodType>(caller: Principal, schema: T, body: unknown): z.infer<T> {
-  assertCanAnswer(caller);
+function actionBody<T extends z.ZodType>(caller: Principal, schema: T, body: unknown, what?: string): z.infer<T> {
+  assertCanAnswer(caller, ...(what !== undefined ? [what] : []));
   return parseOr400(schema, body);
 }
 
@@ -304,7 +304,7 @@ export class ProjectRecordsController {
   @Post('notices/:notice_id/redeliver')
   @HttpCode(200)
   redeliverNotice(@Param('project') project: string, @Param('notice_id') noticeId: string, @Body() body: unknown, @Caller() caller: Principal) {
-    parseOr400(NoticeRedeliverBodySchema, body ?? {});
+    actionBody(caller, NoticeRedeliverBodySchema, body ?? {}, 'redelivering a notice');
     return this.notices.redeliver(parseParam('project', ProjectParamSchema, project), parseParam('notice_id', IdParamSchema, noticeId), caller);
   }
 

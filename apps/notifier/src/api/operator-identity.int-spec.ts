@@ -245,6 +245,9 @@ describe('operator identity in the API: typed 401 reasons, token names (private 
     const redeliver = await post(vera.token, '/v1/projects/demo/notices/nt-1/redeliver', {});
     expect(refusal(redeliver)).toEqual({ status: 403, code: 'role_forbidden', details: { role: 'viewer', required_role: 'operator' } });
     expect(redeliver.body.error?.message).toContain('redelivering a notice');
+    // The role is checked before the body is read: a viewer's malformed body is the same 403, not a 400 about the body.
+    const malformed = await post(vera.token, '/v1/projects/demo/notices/nt-1/redeliver', { unknown_field: true });
+    expect(refusal(malformed)).toEqual({ status: 403, code: 'role_forbidden', details: { role: 'viewer', required_role: 'operator' } });
     for (const [token, role] of [
       [olga.token, 'operator'],
       [vera.token, 'viewer'],
