@@ -489,8 +489,6 @@ export const ConversationTurnSchema = z.strictObject({
   /** The variables the target sees (its scope: a child sees PASS plus what it set itself). */
   variables: VariablesSchema,
   handoff: HandoffContextSchema.optional(),
-  /** A returning child's mapped values and the parent's reply, when the parent resumes. */
-  returned: z.strictObject({ from: AgentNameSchema, mappedFields: z.array(z.string().max(200)) }).optional(),
 });
 export type ConversationTurn = z.infer<typeof ConversationTurnSchema>;
 
