@@ -9,6 +9,8 @@ import { waitFor } from '@baton/wait';
 import { startLedger } from '../../../apps/ledger/src/ledger';
 import { createBatonClient, OfferPullError, type BatonAgent, type HandoffOffer, type HandoffsOptions } from './index';
 import { storeDefinition } from './definition.int-support';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path (libs/testing depends on the SDK's own libraries)
+import { removeDeploymentStreams } from '../../testing/src/deployment';
 
 /*
  * `handoffs({ onConsumerLost })`: an agent hears, typed, that its offers durable was deleted — once
@@ -78,9 +80,11 @@ describe('a lost offers durable is told to onConsumerLost, once per loss (real l
   afterAll(async () => {
     await Promise.all(agents.map((agent) => agent.close({ timeoutMs: 0 }).catch(() => undefined)));
     await ledger?.stop();
-    const names = batonStreamNames(prefix);
-    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
-    await nats.close();
+    try {
+      await removeDeploymentStreams(nats, prefix);
+    } finally {
+      await nats.close();
+    }
   });
 
   it('the durable deleted: the hook is called once with the typed error (consumer_lost), offers flow on; a second deletion is told again', async () => {

@@ -10,6 +10,8 @@ import {
   startMesh,
   type BatonAgent,
 } from './index';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path (libs/testing depends on the SDK's own libraries)
+import { removeDeploymentStreams } from '../../testing/src/deployment';
 
 /*
  * Issue 11 part 3 against the real NATS server: every id the SDK publishes into the shared inbox
@@ -39,9 +41,11 @@ describe('SDK message ids and unexpected duplicates (real NATS)', () => {
 
   afterEach(async () => {
     for (const c of clients.splice(0)) await c.close();
-    const names = batonStreamNames(prefix);
-    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
-    await nats.drain();
+    try {
+      await removeDeploymentStreams(nats, prefix);
+    } finally {
+      await nats.drain();
+    }
   });
 
   it('the same workflow_run_id, result_id and message_id in two projects are stored twice, each under its project and kind', async () => {

@@ -7,6 +7,8 @@ import type { RunningService } from '@baton/platform';
 import { startLedger } from '../../../apps/ledger/src/ledger';
 import { createBatonClient, EdgeUnavailableError, InvalidInputError, type BatonAgent } from './index';
 import { storeDefinition } from './definition.int-support';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path (libs/testing depends on the SDK's own libraries)
+import { removeDeploymentStreams } from '../../testing/src/deployment';
 
 /*
  * What an agent's publish through its edge does while no ledger relays it (stopped, restarting),
@@ -43,9 +45,11 @@ describe('the SDK through the agent edge while no ledger relays it (real NATS, t
   afterAll(async () => {
     await agent?.close();
     await ledger?.stop();
-    const names = batonStreamNames(prefix);
-    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
-    await nats.close();
+    try {
+      await removeDeploymentStreams(nats, prefix);
+    } finally {
+      await nats.close();
+    }
   });
 
   it('a result naming no claim is refused before it is sent (claim_required, the fields named): its run could never take it', async () => {

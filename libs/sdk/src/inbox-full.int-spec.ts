@@ -8,6 +8,8 @@ import type { RunningService } from '@baton/platform';
 import { startLedger } from '../../../apps/ledger/src/ledger';
 import { createBatonClient, EdgeUnavailableError, StorageFull, type BatonAgent } from './index';
 import { storeDefinition } from './definition.int-support';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path (libs/testing depends on the SDK's own libraries)
+import { removeDeploymentStreams } from '../../testing/src/deployment';
 
 /*
  * A full inbox (BATON_INBOX_MAX_BYTES; docs/sre.md, Capacity) through the agent edge: the stream's
@@ -45,9 +47,11 @@ describe('the SDK through the agent edge, the inbox full (real NATS, the real le
   afterAll(async () => {
     await agent?.close();
     await ledger?.stop();
-    const names = batonStreamNames(prefix);
-    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
-    await nats.close();
+    try {
+      await removeDeploymentStreams(nats, prefix);
+    } finally {
+      await nats.close();
+    }
   });
 
   it('results fill the inbox; the next publish throws StorageFull (storage_full) and every acknowledged result is still stored', async () => {

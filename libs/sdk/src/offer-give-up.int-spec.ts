@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { randomBytes } from 'node:crypto';
 import { createEventRegistry, Principals, type HandoffRecord } from '@baton/contracts';
-import { JetStreamEventStore, LedgerClient, batonStreamNames, connectNats, type NatsHandle } from '@baton/eventstore';
+import { JetStreamEventStore, LedgerClient, connectNats, type NatsHandle } from '@baton/eventstore';
 import type { RunningService } from '@baton/platform';
 import { waitFor } from '@baton/wait';
 // Test only: boots the real ledger service in-process, so the SDK is proven against the real protocol.
@@ -9,6 +9,8 @@ import { waitFor } from '@baton/wait';
 import { startLedger } from '../../../apps/ledger/src/ledger';
 import { createBatonClient, OfferTerminatedError, type BatonAgent, type OfferSubscription } from './index';
 import { storeDefinition } from './definition.int-support';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path (libs/testing depends on the SDK's own libraries)
+import { removeDeploymentStreams } from '../../testing/src/deployment';
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const P = 'shop';
@@ -35,9 +37,11 @@ describe('an offer the SDK gives up on before claiming it is told to the ledger 
   afterAll(async () => {
     await Promise.all(agents.map((agent) => agent.close()));
     await ledger?.stop();
-    const names = batonStreamNames(prefix);
-    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
-    await nats.close();
+    try {
+      await removeDeploymentStreams(nats, prefix);
+    } finally {
+      await nats.close();
+    }
   });
 
   async function agentNamed(name: string): Promise<BatonAgent> {

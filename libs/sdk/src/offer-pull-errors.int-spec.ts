@@ -9,6 +9,8 @@ import { waitFor } from '@baton/wait';
 import { startLedger } from '../../../apps/ledger/src/ledger';
 import { createBatonClient, OfferPullError, type BatonAgent, type HandoffOffer } from './index';
 import { storeDefinition } from './definition.int-support';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path (libs/testing depends on the SDK's own libraries)
+import { removeDeploymentStreams } from '../../testing/src/deployment';
 
 /*
  * Every failure of the offers' pull loop reaches `onError` as an OfferPullError (`offer_pull_failed`)
@@ -63,9 +65,11 @@ describe('offer pull failures reach onError as OfferPullError (real ledger in-pr
   afterAll(async () => {
     await Promise.all(agents.map((agent) => agent.close({ timeoutMs: 0 }).catch(() => undefined)));
     await ledger?.stop();
-    const names = batonStreamNames(prefix);
-    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
-    await nats.close();
+    try {
+      await removeDeploymentStreams(nats, prefix);
+    } finally {
+      await nats.close();
+    }
   });
 
   it('the offers durable deleted under the pull: consumer_lost (409, the server’s status as the cause), the ledger opens it again and offers flow on', async () => {

@@ -18,6 +18,8 @@ import {
   type HandoffsOptions,
 } from './index';
 import { storeDefinition } from './definition.int-support';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path (libs/testing depends on the SDK's own libraries)
+import { removeDeploymentStreams } from '../../testing/src/deployment';
 
 /*
  * docs/handoffs.md rule 5a from the SDK's side, for a handler that does not throw: an `onOffer`
@@ -65,9 +67,11 @@ describe('an offer its handler leaves unsettled is never acknowledged into silen
   afterAll(async () => {
     await Promise.all(agents.map((agent) => agent.close({ timeoutMs: 0 }).catch(() => undefined)));
     await ledger?.stop();
-    const names = batonStreamNames(prefix);
-    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
-    await nats.close();
+    try {
+      await removeDeploymentStreams(nats, prefix);
+    } finally {
+      await nats.close();
+    }
   });
 
   async function subscribe(name: string, onOffer: HandoffsOptions['onOffer']) {

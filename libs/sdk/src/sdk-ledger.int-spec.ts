@@ -10,6 +10,8 @@ import { startLedger } from '../../../apps/ledger/src/ledger';
 import { ClaimLostError, createBatonClient, EdgeRefusedError, NotClaimedError, OfferTerminatedError, type BatonAgent, type HandoffOffer } from './index';
 import { publishOnce, SentMessageIds } from './sent-ids';
 import { storeDefinition } from './definition.int-support';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path (libs/testing depends on the SDK's own libraries)
+import { removeDeploymentStreams } from '../../testing/src/deployment';
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const P = 'shop';
@@ -32,9 +34,11 @@ describe('the agent SDK against the real ledger service (in-process, real NATS)'
   afterAll(async () => {
     await agent?.close();
     await ledger?.stop();
-    const names = batonStreamNames(prefix);
-    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
-    await nats.close();
+    try {
+      await removeDeploymentStreams(nats, prefix);
+    } finally {
+      await nats.close();
+    }
   });
 
   it('a handoff created for an agent is offered to it; claim() takes the lease in the ledger and return() hands the work back', async () => {

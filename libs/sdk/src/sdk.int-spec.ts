@@ -15,6 +15,8 @@ import {
   type BatonAgent,
   type HandoffOffer,
 } from './index';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path (libs/testing depends on the SDK's own libraries)
+import { removeDeploymentStreams } from '../../testing/src/deployment';
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const PROJECT = 'demo';
@@ -119,9 +121,11 @@ describe('the agent SDK against a real NATS server', () => {
 
   afterEach(async () => {
     for (const c of clients.splice(0)) await c.close();
-    const names = batonStreamNames(prefix);
-    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
-    await nats.drain();
+    try {
+      await removeDeploymentStreams(nats, prefix);
+    } finally {
+      await nats.drain();
+    }
   });
 
   it('publishResult lands in the inbox stream once: the same result_id published twice stores one message (Nats-Msg-Id dedupe)', async () => {

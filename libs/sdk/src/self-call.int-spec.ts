@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { batonStreamNames, batonTopology, connectNats, provision, type NatsHandle } from '@baton/eventstore';
 import { BatonSdkErrorCodes, createBatonClient, decisions, InvalidInputError, renderSentinel, SdkErrorCode, type BatonAgent } from './index';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path (libs/testing depends on the SDK's own libraries)
+import { removeDeploymentStreams } from '../../testing/src/deployment';
 
 /*
  * No self re-entry (docs/routing.md rule 7): the router ignores an agent's call of itself, so the
@@ -35,9 +37,11 @@ describe('a result calling the publishing agent itself is refused by the SDK (se
 
   afterAll(async () => {
     await agent.close();
-    const names = batonStreamNames(prefix);
-    for (const name of [names.events, names.inbox, names.dlq]) await nats.jsm.streams.delete(name).catch(() => undefined);
-    await nats.drain();
+    try {
+      await removeDeploymentStreams(nats, prefix);
+    } finally {
+      await nats.drain();
+    }
   });
 
   it('SdkErrorCode.selfCall is self_call, an InvalidInputError code in BatonSdkErrorCodes', () => {

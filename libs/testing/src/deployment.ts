@@ -58,6 +58,15 @@ export async function cleanupDeployment(nats: Pick<NatsHandle, 'jsm'>, redis: Ke
   if (left.length > 0) throw new Error(`cleanup left ${left.length} stream(s) of ${prefix} on NATS: ${left.join('; ')}`);
 }
 
+/**
+ * Delete a deployment's streams only (`deploymentStreamNames(prefix)`), for specs that wrote no
+ * Redis keys; a stream that could not be deleted is an error naming it, as in {@link cleanupDeployment}.
+ */
+export async function removeDeploymentStreams(nats: Pick<NatsHandle, 'jsm'>, prefix: string): Promise<void> {
+  const left = await deleteStreams(nats, deploymentStreamNames(prefix));
+  if (left.length > 0) throw new Error(`cleanup left ${left.length} stream(s) of ${prefix} on NATS: ${left.join('; ')}`);
+}
+
 /** How many times {@link deleteStreams} asks to delete one stream before it gives up on it. */
 export const STREAM_DELETE_ATTEMPTS = 3;
 
