@@ -10,8 +10,8 @@ import {
   startMesh,
   type BatonAgent,
 } from './index';
-// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path (libs/testing depends on the SDK's own libraries)
-import { removeDeploymentStreams } from '../../testing/src/deployment';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path as int/servers is
+import { removeDeploymentStreams } from '../../eventstore/src/int/cleanup';
 
 /*
  * Issue 11 part 3 against the real NATS server: every id the SDK publishes into the shared inbox

@@ -8,8 +8,8 @@ import type { RunningService } from '@baton/platform';
 import { startLedger } from '../../../apps/ledger/src/ledger';
 import { createBatonClient, EdgeUnavailableError, StorageFull, type BatonAgent } from './index';
 import { storeDefinition } from './definition.int-support';
-// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path (libs/testing depends on the SDK's own libraries)
-import { removeDeploymentStreams } from '../../testing/src/deployment';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path as int/servers is
+import { removeDeploymentStreams } from '../../eventstore/src/int/cleanup';
 
 /*
  * A full inbox (BATON_INBOX_MAX_BYTES; docs/sre.md, Capacity) through the agent edge: the stream's

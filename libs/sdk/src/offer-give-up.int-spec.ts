@@ -9,8 +9,8 @@ import { waitFor } from '@baton/wait';
 import { startLedger } from '../../../apps/ledger/src/ledger';
 import { createBatonClient, OfferTerminatedError, type BatonAgent, type OfferSubscription } from './index';
 import { storeDefinition } from './definition.int-support';
-// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path (libs/testing depends on the SDK's own libraries)
-import { removeDeploymentStreams } from '../../testing/src/deployment';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path as int/servers is
+import { removeDeploymentStreams } from '../../eventstore/src/int/cleanup';
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const P = 'shop';

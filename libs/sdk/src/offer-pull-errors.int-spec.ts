@@ -9,8 +9,8 @@ import { waitFor } from '@baton/wait';
 import { startLedger } from '../../../apps/ledger/src/ledger';
 import { createBatonClient, OfferPullError, type BatonAgent, type HandoffOffer } from './index';
 import { storeDefinition } from './definition.int-support';
-// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path (libs/testing depends on the SDK's own libraries)
-import { removeDeploymentStreams } from '../../testing/src/deployment';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path as int/servers is
+import { removeDeploymentStreams } from '../../eventstore/src/int/cleanup';
 
 /*
  * Every failure of the offers' pull loop reaches `onError` as an OfferPullError (`offer_pull_failed`)

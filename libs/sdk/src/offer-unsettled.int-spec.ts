@@ -18,8 +18,8 @@ import {
   type HandoffsOptions,
 } from './index';
 import { storeDefinition } from './definition.int-support';
-// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path (libs/testing depends on the SDK's own libraries)
-import { removeDeploymentStreams } from '../../testing/src/deployment';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path as int/servers is
+import { removeDeploymentStreams } from '../../eventstore/src/int/cleanup';
 
 /*
  * docs/handoffs.md rule 5a from the SDK's side, for a handler that does not throw: an `onOffer`

@@ -10,8 +10,8 @@ import { startLedger } from '../../../apps/ledger/src/ledger';
 import { ClaimLostError, createBatonClient, EdgeRefusedError, NotClaimedError, OfferTerminatedError, type BatonAgent, type HandoffOffer } from './index';
 import { publishOnce, SentMessageIds } from './sent-ids';
 import { storeDefinition } from './definition.int-support';
-// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path (libs/testing depends on the SDK's own libraries)
-import { removeDeploymentStreams } from '../../testing/src/deployment';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path as int/servers is
+import { removeDeploymentStreams } from '../../eventstore/src/int/cleanup';
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const P = 'shop';

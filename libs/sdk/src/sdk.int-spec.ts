@@ -15,8 +15,8 @@ import {
   type BatonAgent,
   type HandoffOffer,
 } from './index';
-// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path (libs/testing depends on the SDK's own libraries)
-import { removeDeploymentStreams } from '../../testing/src/deployment';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path as int/servers is
+import { removeDeploymentStreams } from '../../eventstore/src/int/cleanup';
 
 const NATS_URL = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 const PROJECT = 'demo';

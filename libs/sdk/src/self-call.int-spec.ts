@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { batonStreamNames, batonTopology, connectNats, provision, type NatsHandle } from '@baton/eventstore';
 import { BatonSdkErrorCodes, createBatonClient, decisions, InvalidInputError, renderSentinel, SdkErrorCode, type BatonAgent } from './index';
-// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path (libs/testing depends on the SDK's own libraries)
-import { removeDeploymentStreams } from '../../testing/src/deployment';
+// eslint-disable-next-line @nx/enforce-module-boundaries -- test-only helper, by path as int/servers is
+import { removeDeploymentStreams } from '../../eventstore/src/int/cleanup';
 
 /*
  * No self re-entry (docs/routing.md rule 7): the router ignores an agent's call of itself, so the

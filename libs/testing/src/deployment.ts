@@ -1,4 +1,9 @@
-import { batonStreamNames, consumerInfos, deploymentStreamNames, jsErrCode, JsErrCode, type NatsHandle } from '@baton/eventstore';
+import { batonStreamNames, consumerInfos, deploymentStreamNames, type NatsHandle } from '@baton/eventstore';
+// The stream cleanup lives with the integration specs' helpers (the SDK's specs use it too, and may not depend on @baton/testing).
+// eslint-disable-next-line @nx/enforce-module-boundaries
+import { deleteStreams, removeDeploymentStreams, STREAM_DELETE_ATTEMPTS } from '../../eventstore/src/int/cleanup';
+
+export { deleteStreams, removeDeploymentStreams, STREAM_DELETE_ATTEMPTS };
 
 /**
  * A deployment's streams and keys as a test, the bench or the demo sees them from outside: wait until
@@ -56,44 +61,6 @@ export async function cleanupDeployment(nats: Pick<NatsHandle, 'jsm'>, redis: Ke
   const left = await deleteStreams(nats, deploymentStreamNames(prefix));
   await removeDeploymentKeys(redis, prefix);
   if (left.length > 0) throw new Error(`cleanup left ${left.length} stream(s) of ${prefix} on NATS: ${left.join('; ')}`);
-}
-
-/**
- * Delete a deployment's streams only (`deploymentStreamNames(prefix)`), for specs that wrote no
- * Redis keys; a stream that could not be deleted is an error naming it, as in {@link cleanupDeployment}.
- */
-export async function removeDeploymentStreams(nats: Pick<NatsHandle, 'jsm'>, prefix: string): Promise<void> {
-  const left = await deleteStreams(nats, deploymentStreamNames(prefix));
-  if (left.length > 0) throw new Error(`cleanup left ${left.length} stream(s) of ${prefix} on NATS: ${left.join('; ')}`);
-}
-
-/** How many times {@link deleteStreams} asks to delete one stream before it gives up on it. */
-export const STREAM_DELETE_ATTEMPTS = 3;
-
-/**
- * Delete the streams named; one that is not there counts as deleted. A delete that fails otherwise
- * (a JetStream request that timed out on a loaded server, a leader election) is asked again, up to
- * {@link STREAM_DELETE_ATTEMPTS} times, a little later each time. Returns the streams still there,
- * each with the last failure (empty when every one is gone).
- */
-export async function deleteStreams(nats: Pick<NatsHandle, 'jsm'>, names: readonly string[]): Promise<string[]> {
-  const left: string[] = [];
-  for (const name of names) {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await nats.jsm.streams.delete(name);
-        break;
-      } catch (error) {
-        if (jsErrCode(error) === JsErrCode.streamNotFound) break;
-        if (attempt >= STREAM_DELETE_ATTEMPTS) {
-          left.push(`${name} (${error instanceof Error ? error.message : String(error)})`);
-          break;
-        }
-        await new Promise((resolve) => setTimeout(resolve, 250 * attempt));
-      }
-    }
-  }
-  return left;
 }
 
 /**
