@@ -130,6 +130,26 @@ export const CliErrorCode = {
    * Nothing was written; `--allow-below-reserved` writes it anyway.
    */
   maxStoreBelowReserved: 'max_store_below_reserved',
+  /** `backup --out`: the folder exists and is not empty (or is not a folder); nothing was written (`details.dir`). */
+  backupDirNotEmpty: 'backup_dir_not_empty',
+  /** `backup`: JetStream refused or broke off a stream's snapshot (`details.stream`, `details.js_err_code`); the files written were removed. */
+  snapshotFailed: 'snapshot_failed',
+  /**
+   * `restore --from`: the backup's manifest is missing or unreadable, or a file is missing or not the
+   * size or sha256 the manifest says (`details.file`, `details.reason`); nothing was restored.
+   */
+  backupCorrupt: 'backup_corrupt',
+  /** `restore`: the backup is of another `BATON_PREFIX` than the CLI's (`details.backup_prefix`, `details.prefix`); nothing was restored. */
+  backupPrefixMismatch: 'backup_prefix_mismatch',
+  /** `restore`: streams the backup holds exist already in the target NATS (`details.streams`); nothing was restored. */
+  streamExists: 'stream_exists',
+  /** `restore`: JetStream refused or broke off a stream's restore (`details.stream`, `details.restored`: the streams restored before it). */
+  restoreFailed: 'restore_failed',
+  /**
+   * `restore`: a restored stream's state is not the manifest's (messages, first_seq, last_seq;
+   * `details.stream`, `expected`, `actual`, `restored`).
+   */
+  restoreMismatch: 'restore_mismatch',
 } as const;
 
 /**

@@ -13,7 +13,7 @@ export const HELP_GROUPS: ReadonlyArray<readonly [string, readonly string[]]> = 
   ['Operators', ['inbox', 'stops', 'handoff', 'run', 'mesh', 'answer', 'answer-hold', 'decide', 'abandon']],
   ['Admins', ['pause', 'resume', 'project', 'token', 'nats-config', 'creds']],
   ['Agents and integrations', ['start', 'message', 'result', 'publish-definition', 'validate', 'schemas']],
-  ['SREs', ['replay', 'verify', 'streams', 'dlq', 'notice']],
+  ['SREs', ['replay', 'verify', 'streams', 'backup', 'restore', 'dlq', 'notice']],
 ];
 
 const helpLines = (names: readonly string[]) =>

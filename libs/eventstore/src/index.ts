@@ -189,6 +189,15 @@ export { readUserRecord } from './auth/user-record';
 export type { RecordedUser } from './auth/user-record';
 export { revokeUsers, usersOfPrincipal } from './auth/revoke';
 export type { Revocation, RevokedUser } from './auth/revoke';
+export {
+  snapshotStream,
+  restoreStream,
+  StreamSnapshotError,
+  StreamSnapshotErrorCode,
+  type StreamSnapshotInfo,
+  type SnapshotStreamOptions,
+  type RestoreStreamOptions,
+} from './snapshot';
 export { LedgerClient } from './ledger-client';
 export type {
   LedgerCallOptions,

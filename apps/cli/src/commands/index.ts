@@ -22,6 +22,7 @@ import { stopsCommand } from './stops';
 import { tokenCommand } from './token';
 import { streamsCommand } from './streams';
 import { verifyCommand } from './verify';
+import { backupCommand, restoreCommand } from './backup';
 import { validateCommand } from './validate';
 import { credsCommand, natsConfigCommand } from './nats-auth';
 
@@ -47,6 +48,8 @@ export const commands: readonly Command[] = [
   replayCommand,
   verifyCommand,
   streamsCommand,
+  backupCommand,
+  restoreCommand,
   dlqCommand,
   noticeCommand,
   schemasCommand,
