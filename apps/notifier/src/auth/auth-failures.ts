@@ -18,8 +18,9 @@ export type AuthAllowance = { blocked: false } | { blocked: true; retryAfterSec:
 
 /**
  * Rate-limits failed authentications per client address: a bearer token that does not verify
- * (malformed, unknown, revoked, expired, wrong secret) and a failed sign-in count; a request
- * without credentials does not (nothing is being guessed). After
+ * (malformed, unknown, revoked, expired, wrong secret, an altered record) and a failed sign-in
+ * count; a request without credentials does not, nor a token whose secret matched a record made
+ * before the token key (`unsigned`): nothing is being guessed. After
  * `NOTIFIER_AUTH_FAILURES_PER_MINUTE` failures in a minute (fixed window, counted from the first
  * failure), every authentication from the address — valid or not, so guessing cannot go on — is
  * answered 429 `too_many_auth_failures` with `Retry-After` until the window ends. Counted in this
@@ -45,6 +46,12 @@ export class AuthFailureLimiter {
       return { blocked: false };
     }
     return window.count >= this.limit ? { blocked: true, retryAfterSec: Math.max(1, Math.ceil((window.resetAt - now) / 1000)) } : { blocked: false };
+  }
+
+  /** The failures counted for `address` in its current window (0 when none), counting nothing. */
+  count(address: string, now = Date.now()): number {
+    const window = this.windows.get(address);
+    return window === undefined || window.resetAt <= now ? 0 : window.count;
   }
 
   /** Count a failed authentication from `address`; returns the failures in its current window. */

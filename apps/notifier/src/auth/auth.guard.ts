@@ -46,7 +46,8 @@ export function revocationsUnavailable(): ApiError {
  * CSRF token; browser forms post to the web routes, which check one. 401 `unauthenticated`
  * otherwise (with `WWW-Authenticate: Bearer`), saying why in `details.reason` ({@link publicRefusal}:
  * missing, malformed, unknown, unsigned, expired, revoked, session_ended). A bearer token that does not verify is logged with
- * the client address and counted against it ({@link AuthFailureLimiter}): an address over the
+ * the client address and counted against it ({@link AuthFailureLimiter}; an `unsigned` record, whose
+ * secret matched, is not counted): an address over the
  * limit is answered 429 `too_many_auth_failures` with `Retry-After`, whatever it sends. While the
  * token revocation log cannot be read, a token (or session) that would otherwise authenticate is
  * answered 503 `revocations_unavailable` with `Retry-After` ({@link revocationsUnavailable}), not
@@ -76,8 +77,11 @@ export class ApiAuthGuard implements CanActivate {
         res.setHeader('Retry-After', String(REVOCATIONS_RETRY_AFTER_SEC));
         throw revocationsUnavailable();
       }
+      // `unsigned` is said only to a caller holding the token's secret (its record predates the
+      // token key, or was signed with another): nothing is being guessed, so it does not count —
+      // clients still sending such tokens between an upgrade and `sign-existing` lock nobody out.
       if (attempt.presented) {
-        const count = this.failures.fail(address);
+        const count = attempt.reason === 'unsigned' ? this.failures.count(address) : this.failures.fail(address);
         this.runtime.logger.warn('api authentication failed', { address, reason: attempt.reason, path: req.path, failures_this_minute: count });
       }
       res.setHeader('WWW-Authenticate', 'Bearer realm="baton"');
