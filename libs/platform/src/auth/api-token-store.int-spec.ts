@@ -245,6 +245,36 @@ describe('ApiTokenStore with the deployment token key (real Redis): Redis alone 
     }
   });
 
+  it('a record a newer release wrote (a field this one does not know) is read, listed, authenticates and is revoked and signed here, its unknown field kept', async () => {
+    // What the upgrade audit found the other way round: an earlier release refused records with a
+    // field it did not know (mac), so its `token list` hid them and its `token revoke` said not_found.
+    const made = await signer.create({ name: 'nova', role: 'operator', projects: ['alpha'], now });
+    const id = made.info.token_id;
+    const future = { introduced_in: 'a later release', limits: { per_minute: 5 } };
+    await redis.client.set(ApiTokenKeys.token(keyed, id), JSON.stringify({ ...(await raw(id)), future }));
+    expect(await signer.get(id)).toMatchObject({ token_id: id, name: 'nova', revoked_at: null });
+    expect(await signer.valid(id, at)).toMatchObject({ ok: true });
+    expect((await signer.list()).map((info) => info.token_id)).toContain(id);
+
+    expect(await signer.revoke(id, '2026-12-01T11:00:00.000Z')).toBe(true);
+    const revoked = (await raw(id)) as ApiTokenRecord & { future?: unknown };
+    expect(revoked).toMatchObject({ revoked_at: '2026-12-01T11:00:00.000Z', future });
+    expect(await signer.valid(id, at)).toEqual({ ok: false, reason: 'revoked', tokenId: id });
+
+    // Signing one written without the key keeps the field too.
+    const unsigned = await keyless.create({ name: 'orla', role: 'viewer', projects: ['alpha'], now });
+    const uid = unsigned.info.token_id;
+    await redis.client.set(ApiTokenKeys.token(keyed, uid), JSON.stringify({ ...(await raw(uid)), future }));
+    expect(await signer.valid(uid, at)).toMatchObject({ ok: false, reason: 'unsigned' });
+    const migrated = await signer.signExisting();
+    expect(migrated.signed.map((info) => info.token_id)).toContain(uid);
+    expect(await raw(uid)).toMatchObject({ future, mac: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    expect(await signer.valid(uid, at)).toMatchObject({ ok: true });
+    // A record that breaks a known field's rule is still no record.
+    await redis.client.set(ApiTokenKeys.token(keyed, uid), JSON.stringify({ ...(await raw(uid)), role: 'root', future }));
+    expect(await signer.get(uid)).toBeNull();
+  });
+
   it('sign-existing (the upgrade): signs the records that have no MAC as they stand, leaves altered ones, dry-run writes nothing; needs the key', async () => {
     const legacy = await keyless.create({ name: 'old-olga', role: 'operator', projects: ['alpha'], now });
     const legacyRevoked = await keyless.create({ name: 'old-gus', role: 'viewer', projects: ['alpha'], now });

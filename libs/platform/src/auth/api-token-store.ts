@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { ADMIN_ACTOR, ActorNameSchema, IsoTimeSchema, ProjectIdSchema, ServiceActors } from '@baton/contracts';
+import { ADMIN_ACTOR, ActorNameSchema, IsoTimeSchema, parseIgnoringUnknownKeys, ProjectIdSchema, ServiceActors } from '@baton/contracts';
 import { RedisLock } from '@baton/projections';
 import {
   API_TOKEN_HASH_PATTERN,
@@ -32,7 +32,7 @@ import { TokenRevocationLogError, type TokenRevocationLog } from './token-revoca
 export const ALL_TOKEN_PROJECTS = '*';
 export type ApiTokenScope = readonly string[] | typeof ALL_TOKEN_PROJECTS;
 
-/** A stored record as Baton accepts it: the record shape, validated (a record that fails it counts as absent). */
+/** A stored record as Baton accepts it: the record shape, validated (a record that fails it counts as absent; keys a newer release added are left out, not refused). */
 export const ApiTokenRecordSchema = z.strictObject({
   token_id: z.string().regex(API_TOKEN_ID_PATTERN),
   name: ActorNameSchema,
@@ -48,6 +48,9 @@ export const ApiTokenRecordSchema = z.strictObject({
   /** HMAC-SHA256 of the other fields under the deployment's token key (absent: written without it). */
   mac: z.string().regex(TOKEN_MAC_PATTERN).optional(),
 }) satisfies z.ZodType<ApiTokenRecord>;
+
+/** The keys of a token record this release knows (any other is a newer release's, kept on rewrite). */
+const RECORD_KEYS: ReadonlySet<string> = new Set(Object.keys(ApiTokenRecordSchema.shape));
 
 /** A token as listed: everything but the salt, the hash and the MAC. */
 export type ApiTokenInfo = Omit<ApiTokenRecord, 'salt' | 'hash' | 'mac'>;
@@ -315,16 +318,31 @@ export class ApiTokenStore {
     return (await this.getRaw(tokenId))?.record ?? null;
   }
 
-  /** {@link get}, with the stored text (for a write that must not overwrite a change made since). */
-  private async getRaw(tokenId: string): Promise<{ raw: string; record: ApiTokenRecord } | null> {
+  /**
+   * {@link get}, with the stored text (for a write that must not overwrite a change made since) and
+   * the keys this release does not know. A record a newer release wrote may carry fields this one
+   * does not know: they are left out of the record (what authenticates is only the fields the MAC
+   * covers, which this release knows) and kept in `unknown`, so that a revocation or a signature
+   * written here puts them back as they were. An earlier release that refused such records outright
+   * hid them: its `token revoke` answered `not_found` while the token stayed valid.
+   */
+  private async getRaw(tokenId: string): Promise<{ raw: string; record: ApiTokenRecord; unknown: Record<string, unknown> } | null> {
     const raw = await this.redis.get(ApiTokenKeys.token(this.prefix, tokenId));
     if (raw === null) return null;
     try {
-      const parsed = ApiTokenRecordSchema.safeParse(JSON.parse(raw));
-      return parsed.success && parsed.data.token_id === tokenId ? { raw, record: parsed.data } : null;
+      const stored = JSON.parse(raw) as unknown;
+      const parsed = parseIgnoringUnknownKeys(ApiTokenRecordSchema, stored);
+      if (!parsed.success || parsed.data.token_id !== tokenId) return null;
+      const unknown = Object.fromEntries(Object.entries(stored as Record<string, unknown>).filter(([key]) => !RECORD_KEYS.has(key)));
+      return { raw, record: parsed.data, unknown };
     } catch {
       return null;
     }
+  }
+
+  /** What a rewrite of a read record stores: `record` sealed, with the keys this release did not know kept as they were. */
+  private rewritten(found: { record: ApiTokenRecord; unknown: Record<string, unknown> }, record: ApiTokenRecord = found.record): string {
+    return JSON.stringify({ ...found.unknown, ...this.sealed(record) });
   }
 
   /**
@@ -378,11 +396,12 @@ export class ApiTokenStore {
    * @throws TokenRevocationLogError when the log cannot be written.
    */
   async revoke(tokenId: string, now: string): Promise<boolean> {
-    const record = await this.get(tokenId);
-    if (!record) return false;
+    const found = await this.getRaw(tokenId);
+    if (!found) return false;
+    const record = found.record;
     const revokedAt = record.revoked_at ?? now;
     await this.revocations?.record(tokenId, revokedAt);
-    if (record.revoked_at === null) await this.redis.set(ApiTokenKeys.token(this.prefix, tokenId), JSON.stringify(this.sealed({ ...record, revoked_at: now })));
+    if (record.revoked_at === null) await this.redis.set(ApiTokenKeys.token(this.prefix, tokenId), this.rewritten(found, { ...record, revoked_at: now }));
     return true;
   }
 
@@ -415,7 +434,7 @@ export class ApiTokenStore {
         trusted = true;
       } else {
         const key = ApiTokenKeys.token(this.prefix, id);
-        const written = await this.redis.eval(COMPARE_AND_SET, 1, key, found.raw, JSON.stringify(this.sealed(found.record)));
+        const written = await this.redis.eval(COMPARE_AND_SET, 1, key, found.raw, this.rewritten(found));
         if (written === 1) {
           result.signed.push(apiTokenInfo(found.record));
           trusted = true;
