@@ -127,7 +127,8 @@ describe('docker-compose.yml runs the whole platform', () => {
       BATON_PREFIX: prefix,
       NODE_OPTIONS: '',
     });
-    expect(cli.volumes).toEqual(['nats-auth:/auth:ro']);
+    // The admin's credentials read-only; ./backups for baton backup / restore (docs/sre.md).
+    expect(cli.volumes).toEqual(['nats-auth:/auth:ro', './backups:/backups']);
     expect(Object.keys(cli.depends_on as object).sort()).toEqual(['nats', 'redis']);
     // nats-auth makes the credentials for the same prefix.
     expect(compose.services['nats-auth']!.environment?.['BATON_PREFIX']).toBe(prefix);
