@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AckPolicy, headers as natsHeaders } from 'nats';
@@ -157,7 +157,23 @@ describe('baton backup and baton restore (private nats-servers, real Redis)', ()
     expect(manifest.streams.every((s) => s.config.name === s.stream && /^[0-9a-f]{64}$/.test(s.sha256))).toBe(true);
     // The events stream is taken last: what the inbox's consumers had acknowledged has its events in it.
     expect(manifest.streams.map((s) => s.stream)).toEqual([names.inbox, names.dlq, revocations.name, names.events]);
+    // Every context and customer message is in it: the admin's alone (DR drill F8).
+    expect(statSync(backupDir).mode & 0o777).toBe(0o700);
+    for (const file of readdirSync(backupDir)) expect({ file, mode: statSync(join(backupDir, file)).mode & 0o777 }).toEqual({ file, mode: 0o600 });
   }, 60_000);
+
+  it("refuses to back up with Redis only defaulted (NATS_URL set, REDIS_URL not): the token records would be another deployment's or none (default_server_write), nothing written", async () => {
+    const io = bufferedIo(false);
+    const out = join(dir, 'defaulted-redis');
+    const code = await main(['backup', '--out', out, '--json'], {
+      io,
+      env: { BATON_PREFIX: prefix, NATS_URL: serverA.url, BATON_NATS_DIR: join(dir, 'no-deployment') },
+    });
+    expect(code).toBe(2);
+    const error = errorOf(io.err());
+    expect(error.code).toBe('default_server_write');
+    expect(existsSync(out)).toBe(false);
+  }, 30_000);
 
   it('says on a terminal what it writes, stream by stream, with its bytes', async () => {
     const result = await baton(serverA.url, 'backup', '--out', join(dir, 'prose'), '--tty');
@@ -232,6 +248,10 @@ describe('baton backup and baton restore (private nats-servers, real Redis)', ()
     const error = errorOf(result.err);
     expect(error.code).toBe('stream_exists');
     expect((error.details?.['streams'] as string[]).sort()).toEqual([names.events, names.inbox, names.dlq, revocations.name].sort());
+    expect(error.details?.['empty']).toBe(false);
+    // --replace-empty never deletes a stream that holds messages.
+    const replacing = await baton(serverB.url, 'restore', '--from', backupDir, '--replace-empty', '--json');
+    expect(errorOf(replacing.err)).toMatchObject({ code: 'stream_exists', details: { empty: false } });
     expect(await messagesOf(b, names.events)).toEqual(before);
     expect(existsSync(backupDir)).toBe(true);
   }, 30_000);
@@ -285,8 +305,37 @@ describe('baton backup and baton restore (private nats-servers, real Redis)', ()
         code: 'restore_mismatch',
         details: { stream: names.dlq, expected: { messages: 2 }, actual: { messages: 1 } },
       });
+      // A restore puts every stream back or none: what it restored before the mismatch was deleted again (DR drill F7).
+      const rolledBack = errorOf(result.err).details?.['rolled_back'] as string[];
+      expect(rolledBack).toEqual([names.inbox, names.dlq]);
+      const d = await connectNats({ servers: serverD.url, name: 'backup-int-d' });
+      try {
+        const left: string[] = [];
+        for await (const info of d.jsm.streams.list()) left.push(info.config.name);
+        expect(left).toEqual([]);
+      } finally {
+        await d.close();
+      }
     } finally {
       await serverD.remove();
+    }
+  }, 60_000);
+
+  it('restores over the empty streams services started too early made, with --replace-empty (stop the services first); without it stream_exists says they are empty', async () => {
+    const serverE = await startNatsServer({ jetstream: true });
+    const e = await connectNats({ servers: serverE.url, name: 'backup-int-e' });
+    try {
+      // What the services make at start: the streams, empty.
+      await provision(e.jsm, batonTopology(prefix));
+      const refused = await baton(serverE.url, 'restore', '--from', backupDir, '--json');
+      expect(errorOf(refused.err)).toMatchObject({ code: 'stream_exists', details: { empty: true } });
+      expect(JSON.parse(refused.err.trim().split('\n').at(-1) as string).error.message).toContain('--replace-empty');
+      const restored = await baton(serverE.url, 'restore', '--from', backupDir, '--replace-empty', '--json');
+      expect({ code: restored.code, err: restored.err }).toEqual({ code: 0, err: '' });
+      expect(await messagesOf(e, names.events)).toEqual(await messagesOf(a, names.events).then((all) => all.slice(0, 25)));
+    } finally {
+      await e.close();
+      await serverE.remove();
     }
   }, 60_000);
 });

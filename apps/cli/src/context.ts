@@ -81,9 +81,10 @@ export interface CliContext {
   /**
    * Refuse, before a command writes to `server`, when it would write at the built-in default that
    * {@link noteServer} warns of when read: a usage error `default_server_write` naming the setting
-   * to set (`command`: what would have written, e.g. `token create`).
+   * to set (`command`: what would have written, e.g. `token create`; `options.doing` what it does
+   * with the server when not writing to it, `options.fix` what to do instead of the usual advice).
    */
-  requireNamedServer(server: DefaultedServer, command: string): void;
+  requireNamedServer(server: DefaultedServer, command: string, options?: { doing?: string; fix?: string }): void;
   /**
    * The token key file the command signs with: `BATON_TOKEN_KEY_FILE`, else (NATS_URL not set) the
    * one the local deployment's local.json names; null when neither names one.
@@ -322,12 +323,12 @@ export function createCliContext(options: CliContextOptions): CliContext {
         found.details,
       );
     },
-    requireNamedServer(server, command) {
+    requireNamedServer(server, command, options = {}) {
       const found = defaulted(server);
       if (found === null) return;
       const { what } = DEFAULTED_SERVERS[server];
       throw new UsageError(
-        `${command} writes to ${what} and would write to ${found.url}, the default: ${found.why}, so this may be another deployment's server; nothing was written. ${found.fix}`,
+        `${command} ${options.doing ?? 'writes to'} ${what} and would ${options.doing === undefined ? 'write to' : 'use'} ${found.url}, the default: ${found.why}, so this may be another deployment's server; nothing was written. ${options.fix ?? found.fix}`,
         false,
         { code: CliErrorCode.defaultServerWrite, details: found.details },
       );

@@ -136,6 +136,40 @@ async function streamExists(ctx: CliContext, nats: NatsHandle, stream: string): 
   }
 }
 
+/** How many messages `stream` holds, or null when there is no such stream. */
+async function streamMessages(ctx: CliContext, nats: NatsHandle, stream: string): Promise<number | null> {
+  try {
+    return (await nats.jsm.streams.info(stream)).state.messages;
+  } catch (error) {
+    if (error instanceof StreamNotFound || jsErrCode(error) === JsErrCode.streamNotFound) return null;
+    throw streamReadError(error, stream, ctx.config().BATON_PREFIX, ctx.natsUrl());
+  }
+}
+
+/** Delete `stream` (one that is gone already counts as deleted). */
+async function deleteStream(ctx: CliContext, nats: NatsHandle, stream: string): Promise<void> {
+  try {
+    await nats.jsm.streams.delete(stream);
+  } catch (error) {
+    if (error instanceof StreamNotFound || jsErrCode(error) === JsErrCode.streamNotFound) return;
+    throw streamReadError(error, stream, ctx.config().BATON_PREFIX, ctx.natsUrl());
+  }
+}
+
+/** Delete the streams a failed restore made; returns those deleted (one that cannot be is left, and not named). */
+async function rollBack(ctx: CliContext, nats: NatsHandle, streams: readonly string[]): Promise<string[]> {
+  const deleted: string[] = [];
+  for (const stream of streams) {
+    try {
+      await deleteStream(ctx, nats, stream);
+      deleted.push(stream);
+    } catch {
+      // NATS went away under the restore: the failure itself says so; the stream stays, and a rerun says stream_exists.
+    }
+  }
+  return deleted;
+}
+
 /** The token records of `prefix` as Redis holds them: every record key (SCAN) and the id set. */
 async function readTokens(ctx: CliContext, prefix: string): Promise<TokensFile> {
   const redis = (await ctx.redis()).client;
@@ -223,6 +257,12 @@ Options:
       made = true;
     }
 
+    // The token records are read from Redis: the default one may be another deployment's (or none),
+    // and a backup without this deployment's tokens would drop every operator token on a restore.
+    ctx.requireNamedServer('redis', 'backup', {
+      doing: 'reads the API token records from',
+      fix: "Set REDIS_URL to the deployment's Redis (the notifier's), as for restore.",
+    });
     const nats = await ctx.nats();
     const present: string[] = [];
     const absent: string[] = [];
@@ -237,7 +277,8 @@ Options:
         },
       );
 
-    await mkdir(dir, { recursive: true });
+    // The snapshots hold every handoff's context and every customer message: the folder and its files are the admin's alone.
+    await mkdir(dir, { recursive: true, mode: 0o700 });
     const written: string[] = [];
     try {
       const createdAt = new Date().toISOString();
@@ -245,7 +286,7 @@ Options:
       for (const stream of present) {
         const file = `${stream}.snapshot`;
         const path = join(dir, file);
-        const handle = await open(path, 'wx');
+        const handle = await open(path, 'wx', 0o600);
         written.push(path);
         const hash = createHash('sha256');
         const progress = byteProgress(io, `backup ${stream}`);
@@ -310,7 +351,7 @@ Options:
       const manifestPath = join(dir, MANIFEST_FILE);
       written.push(manifestPath);
       // Written last: a folder without a manifest is no backup.
-      await writeFile(manifestPath, `${JSON.stringify(manifest, null, 2)}\n`, { flag: 'wx' });
+      await writeFile(manifestPath, `${JSON.stringify(manifest, null, 2)}\n`, { flag: 'wx', mode: 0o600 });
 
       const summary = {
         dir,
@@ -414,13 +455,15 @@ async function checkedBackup(dir: string): Promise<{ manifest: BackupManifest; t
 export const restoreCommand: Command = {
   name: 'restore',
   summary: 'restore a backup (baton backup) into an empty deployment: its streams with their consumers, and the API token records',
-  help: `Usage: baton restore --from <dir> [--json]
+  help: `Usage: baton restore --from <dir> [--replace-empty] [--json]
 
 Restore the backup baton backup wrote in <dir> into the NATS and Redis of this deployment (a new
 NATS after its storage was lost). First every file is checked against the manifest's size and
 sha256 (backup_corrupt names the file), the backup's prefix against BATON_PREFIX
-(backup_prefix_mismatch), and that none of its streams exists on NATS (stream_exists names them):
-any of these and nothing is restored. Then each stream is restored with JetStream's own restore
+(backup_prefix_mismatch), and that none of its streams exists on NATS (stream_exists names them,
+with the messages each holds): any of these and nothing is restored. Streams that hold nothing
+(services started before the restore made them) are deleted first with --replace-empty; a stream
+that holds messages never is. A restore that fails part-way deletes the streams it restored. Then each stream is restored with JetStream's own restore
 API, consumers included, and its state checked against the manifest's (messages, first_seq,
 last_seq; restore_mismatch otherwise); then the token records are written back where none is
 (SET NX: a record already there is kept) and their ids re-added to the token set.
@@ -429,12 +472,13 @@ Then start the services: the notifier rebuilds the projections from the restored
 them with baton verify (docs/sre.md, Back up and restore a deployment).
 
 Options:
-  --from <dir>  the backup's folder
+  --from <dir>      the backup's folder
+  --replace-empty   delete the backup's streams first when they exist and every one is empty
   --json        print { from, prefix, backup_created_at, streams: [{ stream, messages, first_seq,
                 last_seq, bytes, consumers }], tokens: { records, restored, kept, ids } }
 `,
   async run(argv, ctx) {
-    const args = parseCommandArgs(argv, { from: { type: 'string' }, json: { type: 'boolean' } }, { min: 0, max: 0 });
+    const args = parseCommandArgs(argv, { from: { type: 'string' }, 'replace-empty': { type: 'boolean' }, json: { type: 'boolean' } }, { min: 0, max: 0 });
     if (args.help) {
       ctx.io.stdout.write(this.help);
       return ExitCode.ok;
@@ -453,17 +497,36 @@ Options:
         `the backup in ${dir} is of the deployment with BATON_PREFIX=${manifest.prefix}, and this one's is ${prefix}: its streams and keys are named for its prefix. Set BATON_PREFIX=${manifest.prefix}; nothing was restored`,
         { code: CliErrorCode.backupPrefixMismatch, details: { backup_prefix: manifest.prefix, prefix } },
       );
-    ctx.requireNamedServer('nats', 'restore');
-    if (tokens.records.length > 0 || tokens.ids.length > 0) ctx.requireNamedServer('redis', 'restore');
+    // Not "start the platform": its services would make empty streams before the restore.
+    ctx.requireNamedServer('nats', 'restore', {
+      fix: "Set NATS_URL (and NATS_CREDS, the admin's) to the nats-server started from the deployment folder, with the services stopped (docs/sre.md, Back up and restore a deployment).",
+    });
+    if (tokens.records.length > 0 || tokens.ids.length > 0)
+      ctx.requireNamedServer('redis', 'restore', { fix: "Set REDIS_URL to the deployment's Redis (the notifier's)." });
 
     const nats = await ctx.nats();
-    const existing: string[] = [];
-    for (const entry of manifest.streams) if (await streamExists(ctx, nats, entry.stream)) existing.push(entry.stream);
-    if (existing.length > 0)
+    const existing: Array<{ stream: string; messages: number }> = [];
+    for (const entry of manifest.streams) {
+      const messages = await streamMessages(ctx, nats, entry.stream);
+      if (messages !== null) existing.push({ stream: entry.stream, messages });
+    }
+    const allEmpty = existing.every((e) => e.messages === 0);
+    if (existing.length > 0 && !(flag(args, 'replace-empty') && allEmpty)) {
+      const names = existing.map((e) => `${e.stream} (${formatCount(e.messages)} messages)`).join(', ');
       throw new CliError(
-        `${existing.join(', ')} ${existing.length === 1 ? 'exists' : 'exist'} already on NATS: a backup is restored into a deployment without its streams (a new NATS). Nothing was restored`,
-        { code: CliErrorCode.streamExists, details: { streams: existing } },
+        `${names} ${existing.length === 1 ? 'exists' : 'exist'} already on NATS: a backup is restored into a deployment without its streams (a new NATS), with the services stopped. ` +
+          (allEmpty
+            ? 'They hold nothing (services started before the restore make them empty): stop the services and run it again with --replace-empty, which deletes them first. Nothing was restored'
+            : 'Some hold messages: restore into a NATS without them. Nothing was restored'),
+        {
+          code: CliErrorCode.streamExists,
+          details: { streams: existing.map((e) => e.stream), messages: Object.fromEntries(existing.map((e) => [e.stream, e.messages])), empty: allEmpty },
+        },
       );
+    }
+    // --replace-empty, and every one of them empty: what services started too early made.
+    for (const { stream } of existing) await deleteStream(ctx, nats, stream);
+    if (existing.length > 0) io.stderr.write(`restore: deleted the empty ${existing.map((e) => e.stream).join(', ')} first (--replace-empty)\n`);
     // Redis is reached before any stream is written: a restore that could not write the tokens would leave half a deployment.
     const redis = tokens.records.length > 0 || tokens.ids.length > 0 ? (await ctx.redis()).client : null;
 
@@ -481,15 +544,22 @@ Options:
         );
       } catch (error) {
         progress.abandon();
-        const done = restored.map((r) => r.stream);
+        // What this run restored before it goes again: a restore either puts every stream back or none.
+        const rolledBack = await rollBack(
+          ctx,
+          nats,
+          restored.map((r) => r.stream),
+        );
+        const said =
+          rolledBack.length > 0 ? `; the streams restored before it (${rolledBack.join(', ')}) were deleted again: nothing is left of the restore` : '';
         if (error instanceof StreamSnapshotError)
-          throw new CliError(`${error.message}${done.length > 0 ? `; restored before it: ${done.join(', ')} (delete them before running it again)` : ''}`, {
+          throw new CliError(`${error.message}${said}`, {
             cause: error,
             code: error.code === StreamSnapshotErrorCode.streamExists ? CliErrorCode.streamExists : CliErrorCode.restoreFailed,
             details: {
               stream: entry.stream,
               js_err_code: error.jsErrCode,
-              restored: done,
+              rolled_back: rolledBack,
               ...(error.code === StreamSnapshotErrorCode.streamExists ? { streams: [entry.stream] } : {}),
             },
           });
@@ -498,11 +568,18 @@ Options:
       const actual = { messages: info.state.messages, first_seq: info.state.first_seq, last_seq: info.state.last_seq };
       const expected = pick(entry.state);
       restored.push({ stream: entry.stream, ...actual, bytes: info.state.bytes, consumers: info.state.consumer_count ?? 0 });
-      if (!sameState(expected, actual))
-        throw new CliError(
-          `restored ${entry.stream} holds ${actual.messages} messages (seq ${actual.first_seq}-${actual.last_seq}), the backup's ${expected.messages} (seq ${expected.first_seq}-${expected.last_seq})`,
-          { code: CliErrorCode.restoreMismatch, details: { stream: entry.stream, expected, actual, restored: restored.map((r) => r.stream) } },
+      if (!sameState(expected, actual)) {
+        const rolledBack = await rollBack(
+          ctx,
+          nats,
+          restored.map((r) => r.stream),
         );
+        throw new CliError(
+          `restored ${entry.stream} holds ${actual.messages} messages (seq ${actual.first_seq}-${actual.last_seq}), the backup's ${expected.messages} (seq ${expected.first_seq}-${expected.last_seq}); ` +
+            `the streams this restore made (${rolledBack.join(', ')}) were deleted again: nothing is left of it`,
+          { code: CliErrorCode.restoreMismatch, details: { stream: entry.stream, expected, actual, rolled_back: rolledBack } },
+        );
+      }
       progress.finish(`${formatCount(actual.messages)} messages (seq ${actual.first_seq}-${actual.last_seq}), ${restored.at(-1)?.consumers ?? 0} consumers`);
     }
 
