@@ -197,6 +197,17 @@ async function ensureNats() {
   // Where it listens: NATS_PORT, else a listen someone set in the folder's nats-server.conf, else
   // 4222 or a free port (chooseNatsListen). The file is read with nats-config's own reader.
   const confFile = path.join(natsDir, 'nats-server.conf');
+  const store = path.join(root, 'var', 'nats');
+  // A nats-server already on this store (one started by hand from the configuration for a restore,
+  // an orphan of an earlier start): a second one would corrupt it, whatever port each listens on.
+  const { natsServerOnStore } = require(path.join(root, 'dist', 'libs', 'eventstore', 'src', 'auth', 'store-holder.js'));
+  const holder = natsServerOnStore({ store, confFile });
+  if (holder !== null) {
+    console.error(
+      `[start] error (store_in_use): a nats-server (pid ${holder.pid}: ${holder.args.join(' ')}) already runs on this deployment's JetStream store (${path.relative(root, store)}); two servers on one store corrupt it. Stop it first (kill ${holder.pid}), then start again`,
+    );
+    process.exit(1);
+  }
   const { readServerConfigSettings } = require(path.join(root, 'dist', 'libs', 'eventstore', 'src', 'auth', 'deployment.js'));
   let nats;
   try {
@@ -214,7 +225,6 @@ async function ensureNats() {
     process.exit(1);
   }
   if (nats.replaces !== undefined) console.log(`[start] NATS_PORT ${natsPort}: nats-server listens on ${nats.listen}, not on ${nats.replaces} (the listen ${confFile} named)`);
-  const store = path.join(root, 'var', 'nats');
   fs.mkdirSync(store, { recursive: true });
   const summary = natsConfig(['--listen', nats.listen, '--store-dir', store], { ownServer: true });
   // A listen npm start chose itself is noted, so that a later start does not keep it as someone's.
