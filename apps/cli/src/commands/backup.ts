@@ -125,18 +125,7 @@ function byteProgress(io: CliIo, label: string) {
   };
 }
 
-/** Whether `stream` exists on the connection's JetStream (a read failure other than "not found" is the CLI's typed read error). */
-async function streamExists(ctx: CliContext, nats: NatsHandle, stream: string): Promise<boolean> {
-  try {
-    await nats.jsm.streams.info(stream);
-    return true;
-  } catch (error) {
-    if (error instanceof StreamNotFound || jsErrCode(error) === JsErrCode.streamNotFound) return false;
-    throw streamReadError(error, stream, ctx.config().BATON_PREFIX, ctx.natsUrl());
-  }
-}
-
-/** How many messages `stream` holds, or null when there is no such stream. */
+/** How many messages `stream` holds, or null when there is no such stream (a read failure other than "not found" is the CLI's typed read error). */
 async function streamMessages(ctx: CliContext, nats: NatsHandle, stream: string): Promise<number | null> {
   try {
     return (await nats.jsm.streams.info(stream)).state.messages;
@@ -266,7 +255,7 @@ Options:
     const nats = await ctx.nats();
     const present: string[] = [];
     const absent: string[] = [];
-    for (const stream of backupOrder(prefix)) ((await streamExists(ctx, nats, stream)) ? present : absent).push(stream);
+    for (const stream of backupOrder(prefix)) ((await streamMessages(ctx, nats, stream)) !== null ? present : absent).push(stream);
     const events = batonStreamNames(prefix).events;
     if (!present.includes(events))
       throw new CliError(
