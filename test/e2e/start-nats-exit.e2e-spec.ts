@@ -9,15 +9,12 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRedis } from '@baton/projections';
-import { freePort, repoRoot } from '@baton/testing';
+import { freePort, npmStartMayRun, repoRoot } from '@baton/testing';
 import { waitFor } from '@baton/wait';
 
 const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
-const haveNatsServer = ['/usr/sbin', '/usr/local/sbin', ...(process.env['PATH'] ?? '').split(':')].some((dir) => existsSync(join(dir, 'nats-server')));
-// npm start's nats-server keeps its JetStream data in var/nats of the checkout: not while a
-// developer's npm start of this checkout runs from it.
-const checkoutRunning = existsSync(join(repoRoot(), 'var', 'nats-auth', 'local.json'));
-const itRunsServer = haveNatsServer && !checkoutRunning ? it : it.skip;
+// npm start's nats-server keeps its data in the checkout's var/nats: not while a developer's npm start runs from it.
+const itRunsServer = npmStartMayRun() ? it : it.skip;
 
 describe('npm start when its own nats-server exits', () => {
   itRunsServer(

@@ -9,7 +9,7 @@ import { createRequire } from 'node:module';
 import { createServer, connect, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, repoRoot } from '@baton/testing';
+import { freePort, npmStartMayRun, repoRoot } from '@baton/testing';
 
 interface ChosenListen {
   listen: string;
@@ -85,11 +85,8 @@ describe('chooseNatsListen: where npm start`s own nats-server listens', () => {
   });
 });
 
-const haveNatsServer = ['/usr/sbin', '/usr/local/sbin', ...(process.env['PATH'] ?? '').split(':')].some((dir) => existsSync(join(dir, 'nats-server')));
-// npm start's nats-server keeps its JetStream data in var/nats of the checkout: not while a
-// developer's npm start of this checkout runs from it.
-const checkoutRunning = existsSync(join(repoRoot(), 'var', 'nats-auth', 'local.json'));
-const itRunsServer = haveNatsServer && !checkoutRunning ? it : it.skip;
+// npm start's nats-server keeps its data in the checkout's var/nats: not while a developer's npm start runs from it.
+const itRunsServer = npmStartMayRun() ? it : it.skip;
 
 /** Whether something accepts connections on 127.0.0.1:`port`. */
 function listening(port: number): Promise<boolean> {

@@ -6,18 +6,16 @@ import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRedis } from '@baton/projections';
-import { freePort, repoRoot } from '@baton/testing';
+import { freePort, npmStartMayRun, repoRoot } from '@baton/testing';
 import { waitFor } from '@baton/wait';
 
 const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
-const haveNatsServer = ['/usr/sbin', '/usr/local/sbin', ...(process.env['PATH'] ?? '').split(':')].some((dir) => existsSync(join(dir, 'nats-server')));
-// npm start's nats-server keeps its JetStream data in var/nats of the checkout: not while a developer's npm start runs from it.
-const checkoutRunning = existsSync(join(repoRoot(), 'var', 'nats-auth', 'local.json'));
-const itRunsServer = haveNatsServer && !checkoutRunning ? it : it.skip;
+// npm start's nats-server keeps its data in the checkout's var/nats: not while a developer's npm start runs from it.
+const itRunsServer = npmStartMayRun() ? it : it.skip;
 
 // scripts/ holds plain Node scripts (no project of their own): load the module npm start uses.
 const { natsLogLineShown } = createRequire(__filename)(join(__dirname, '..', '..', 'scripts', 'nats-log-lines.js')) as {

@@ -10,11 +10,10 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, repoRoot } from '@baton/testing';
+import { freePort, npmStartMayRun, repoRoot } from '@baton/testing';
 
-const haveNatsServer = ['/usr/sbin', '/usr/local/sbin', ...(process.env['PATH'] ?? '').split(':')].some((dir) => existsSync(join(dir, 'nats-server')));
-const checkoutRunning = existsSync(join(repoRoot(), 'var', 'nats-auth', 'local.json'));
-const itRunsStart = haveNatsServer && !checkoutRunning ? it : it.skip;
+// npm start's nats-server keeps its data in the checkout's var/nats: not while a developer's npm start runs from it.
+const itRunsStart = npmStartMayRun() ? it : it.skip;
 
 describe('npm start when a nats-server already runs on its store', () => {
   itRunsStart(

@@ -7,3 +7,4 @@ export * from './auth-nats';
 export { DEMO_MESH, demoDefinition } from './demo/definition';
 export * from './claims';
 export * from './cycle';
+export * from './npm-start';
