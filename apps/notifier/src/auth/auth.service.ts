@@ -22,6 +22,11 @@ export type Authentication = { principal: Principal; session: Session | null };
 export type AuthAttempt = { ok: true; auth: Authentication } | { ok: false; presented: boolean; reason: TokenRefusal | 'missing' | 'session' };
 // `revocations_unavailable` (a TokenRefusal) with presented false: a session whose token verifies, while the revocation log cannot be read.
 
+/** How long a readiness probe of the token revocation log is believed (readiness may be polled often). */
+export const REVOCATION_PROBE_CACHE_MS = 2_000;
+/** The token id the probe asks about: well-formed, never minted (ids are random 16-hex). */
+const REVOCATION_PROBE_TOKEN_ID = '0000000000000000';
+
 /**
  * Authenticates requests: `Authorization: Bearer <token>` (the JSON API, the CLI, scripts) or the
  * browser session cookie (the web inbox). Tokens and sessions live in the notifier's Redis under
@@ -40,6 +45,8 @@ export class AuthService implements OnApplicationBootstrap, OnApplicationShutdow
   readonly revocations: TokenRevocationLog | null;
   private ensureRetry: NodeJS.Timeout | null = null;
   private logUnavailableSaid = false;
+  /** The last readiness probe of the revocation log ({@link revocationsReadable}). */
+  private probed: { at: number; ok: boolean } | null = null;
 
   constructor(
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
@@ -144,6 +151,28 @@ export class AuthService implements OnApplicationBootstrap, OnApplicationShutdow
       }, REVOCATION_LOG_RETRY_MS);
       this.ensureRetry.unref();
     }
+  }
+
+  /**
+   * For readiness (`revocations`): whether a token could be checked against the token revocation log
+   * now. While it cannot, every operator token is refused (503 `revocations_unavailable`), so the
+   * notifier serves nobody through its API and must not be taken for ready — the case of a notifier
+   * started with credentials that may not read the log (an upgrade that did not reissue them). True
+   * without a token key (no log). The probe asks the log about a token id that never exists: no
+   * round trip while its follower is caught up, one read of the stream otherwise; its answer is kept
+   * {@link REVOCATION_PROBE_CACHE_MS}.
+   */
+  async revocationsReadable(now = Date.now()): Promise<boolean> {
+    const log = this.revocations;
+    if (log === null) return true;
+    if (this.logUnavailableSaid) return false;
+    if (this.probed !== null && now - this.probed.at < REVOCATION_PROBE_CACHE_MS) return this.probed.ok;
+    const ok = await log.revokedAt(REVOCATION_PROBE_TOKEN_ID).then(
+      () => true,
+      () => false,
+    );
+    this.probed = { at: now, ok };
+    return ok;
   }
 
   /** The bearer token of a request, or null when it sends none. */

@@ -104,6 +104,15 @@ describe('a revoked token stays revoked whatever Redis is made to hold (the toke
     }
     expect(refused).toMatchObject({ status: 503, code: 'revocations_unavailable' });
     expect(await inbox(`bt_${made.info.token_id}_${'Z'.repeat(43)}`)).toMatchObject({ status: 401, reason: 'unknown' });
+    // A notifier that refuses every token serves nobody: it is not ready (a rollout gated on readiness
+    // stops there — the upgrade audit's notifier started with credentials that could not read the log).
+    const ready = async () => {
+      const response = await fetch(`${fixture.base}/health/ready`);
+      return { status: response.status, checks: ((await response.json()) as { checks?: Record<string, boolean> }).checks };
+    };
+    let readiness = await ready();
+    for (const since = Date.now(); readiness.status === 200 && Date.now() - since < 5000; readiness = await ready()) await sleep(100);
+    expect(readiness).toMatchObject({ status: 503, checks: { nats: true, redis: true, revocations: false } });
 
     // Revoking through a log that is not there: refused, and Redis keeps the record as it was.
     const before = await raw(made.info.token_id);
@@ -116,5 +125,7 @@ describe('a revoked token stays revoked whatever Redis is made to hold (the toke
     // The log made again (what the notifier does at its next start): tokens authenticate again.
     await new TokenRevocationLog(fixture.nats, prefix, fixture.key).ensure();
     expect(await inbox(made.token)).toMatchObject({ status: 200 });
+    for (const since = Date.now(); readiness.status !== 200 && Date.now() - since < 5000; readiness = await ready()) await sleep(100);
+    expect(readiness).toMatchObject({ status: 200, checks: { revocations: true } });
   });
 });

@@ -15,6 +15,12 @@ export type ReadinessCheck = { name: string; check: () => Promise<boolean> };
 export const READINESS_CHECKS = Symbol('READINESS_CHECKS');
 
 /**
+ * Readiness checks a service adds to the platform's (the notifier: its token revocation log can be
+ * read, without which it refuses every operator token). Provided by a global module of the service.
+ */
+export const READINESS_EXTRA_CHECKS = Symbol('READINESS_EXTRA_CHECKS');
+
+/**
  * Facts a service adds to its readiness answer under `details.<name>` (the notifier: projections
  * being rebuilt and how far). They never decide readiness: a detail that fails or takes longer than
  * the checks is left out. Provided by a global module of the service (token {@link READINESS_DETAILS}).
@@ -35,10 +41,15 @@ export const SERVICE_READINESS_DETAILS = Symbol('SERVICE_READINESS_DETAILS');
 @Controller('health')
 export class HealthController {
   constructor(
-    @Inject(READINESS_CHECKS) private readonly checks: ReadinessCheck[],
+    @Inject(READINESS_CHECKS) private readonly platformChecks: ReadinessCheck[],
     @Optional() @Inject(READINESS_DETAILS) private readonly serviceDetails?: ReadinessDetails[],
     @Optional() @Inject(SERVICE_READINESS_DETAILS) private readonly commonDetails?: ReadinessDetails[],
+    @Optional() @Inject(READINESS_EXTRA_CHECKS) private readonly extraChecks?: ReadinessCheck[],
   ) {}
+
+  private get checks(): ReadinessCheck[] {
+    return [...this.platformChecks, ...(this.extraChecks ?? [])];
+  }
 
   private get details(): ReadinessDetails[] {
     return [...(this.commonDetails ?? []), ...(this.serviceDetails ?? [])];
