@@ -14,7 +14,11 @@ const natsUrl = process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222';
 
 // scripts/ holds plain Node scripts (no project of their own): load the module npm start uses.
 const { natsConfigWarningLines } = createRequire(__filename)(join(__dirname, '..', '..', 'scripts', 'nats-config-warnings.js')) as {
-  natsConfigWarningLines: (stderr: string, summary: { changed: { setting: string }[] }, options: { ownServer: boolean }) => string[];
+  natsConfigWarningLines: (
+    stderr: string,
+    summary: { changed: { setting: string; from?: string; to?: string }[] },
+    options: { ownServer: boolean },
+  ) => string[];
 };
 
 /** `baton nats-config --dir <dir> <args> --json` with the built CLI npm start runs. */
@@ -92,10 +96,14 @@ describe('npm start shows what baton nats-config warns of', () => {
       expect.stringMatching(/^\[start\] warning \(restart_required\): .*must be restarted/),
     ]);
 
-    // A store_dir moved: its data stays in the former folder, which npm start says even for its own server.
+    // A store_dir moved: npm start says, for its own server, that it starts on the new folder and the
+    // former one's data is not used (not "restart a running server": none runs; upgrade audit 2 F5).
     const stored = natsConfig(own, '--listen', `127.0.0.1:${await freePort()}`, '--store-dir', join(own, 'js-b'));
-    const storedSummary = JSON.parse(stored.stdout) as { changed: { setting: string }[] };
+    const storedSummary = JSON.parse(stored.stdout) as { changed: { setting: string; from?: string; to?: string }[] };
     expect(natsConfigWarningLines(stored.stderr, storedSummary, { ownServer: true })).toEqual([
+      `[start] warning (store_dir_changed): the deployment's nats-server.conf kept its JetStream data in ${join(own, 'js-a')}; npm start of this checkout starts its nats-server on ${join(own, 'js-b')}, so what ${join(own, 'js-a')} holds is not used (to upgrade a deployment in another checkout, stop it and copy the whole var/ — the deployment folder and the store — or upgrade it in its own checkout)`,
+    ]);
+    expect(natsConfigWarningLines(stored.stderr, storedSummary, { ownServer: false })).toEqual([
       expect.stringMatching(/^\[start\] warning \(restart_required\): .*its JetStream data stays in the former store_dir/),
     ]);
   });
