@@ -222,7 +222,7 @@ describe('baton backup and baton restore (private nats-servers, real Redis)', ()
       expect(before.length).toBeGreaterThan(0);
       expect(await messagesOf(b, stream)).toEqual(before);
     }
-    // The restored stream keeps its creation time: the identity projections record of the stream they were built from.
+    // The restored stream keeps its creation time (its server never restarted): the identity projections record of the stream they were built from.
     expect((await b.jsm.streams.info(names.events)).created).toBe((await a.jsm.streams.info(names.events)).created);
     const restored = await b.jsm.consumers.info(names.events, 'bk_reader');
     const original = await a.jsm.consumers.info(names.events, 'bk_reader');
@@ -338,6 +338,47 @@ describe('baton backup and baton restore (private nats-servers, real Redis)', ()
       await serverE.remove();
     }
   }, 60_000);
+});
+
+describe('a backup of a stream whose server restarted since it was made (DR drill F4)', () => {
+  it('restores with another creation time, and restore says so (stream_identity_changed): what recorded the old identity rereads or rebuilds', async () => {
+    const before = (await a.jsm.streams.info(names.events)).created;
+    await serverA.stop();
+    await serverA.start();
+    // The client reconnects by itself; the running server still reports the stream's first creation time.
+    let info = await a.jsm.streams.info(names.events).catch(() => null);
+    for (const since = Date.now(); info === null && Date.now() - since < 15_000; info = await a.jsm.streams.info(names.events).catch(() => null))
+      await new Promise((r) => setTimeout(r, 100));
+    expect(info?.created).toBe(before);
+    const out = join(dir, 'after-restart');
+    const backup = await baton(serverA.url, 'backup', '--out', out, '--json');
+    expect({ code: backup.code, err: backup.err }).toEqual({ code: 0, err: '' });
+    const manifest = JSON.parse(readFileSync(join(out, 'manifest.json'), 'utf8')) as { streams: Array<{ stream: string; created?: string }> };
+    expect(manifest.streams.find((s) => s.stream === names.events)?.created).toBe(before);
+
+    const serverG = await startNatsServer({ jetstream: true });
+    const g = await connectNats({ servers: serverG.url, name: 'backup-int-g' });
+    try {
+      const restored = await baton(serverG.url, 'restore', '--from', out, '--json');
+      expect(restored.code).toBe(0);
+      const restoredCreated = (await g.jsm.streams.info(names.events)).created;
+      expect(restoredCreated).not.toBe(before);
+      const warnings = (
+        JSON.parse(restored.err.trim()) as {
+          warnings: Array<{ code: string; details: { streams: Array<{ stream: string; backed_up: string; restored: string }> } }>;
+        }
+      ).warnings;
+      expect(warnings).toEqual([
+        expect.objectContaining({
+          code: 'stream_identity_changed',
+          details: { streams: expect.arrayContaining([{ stream: names.events, backed_up: before, restored: restoredCreated }]) },
+        }),
+      ]);
+    } finally {
+      await g.close();
+      await serverG.remove();
+    }
+  }, 90_000);
 });
 
 describe('who may take a backup, on a nats-server with Baton`s authentication (baton nats-config)', () => {

@@ -173,6 +173,12 @@ export const CliWarningCode = {
   /** `dlq list` / `redrive --source` named a source that matched nothing and that Baton does not write (a typo?). */
   unknownDlqSource: 'unknown_dlq_source',
   /**
+   * `restore`: a stream came back with another creation time than the backed-up one (its server had
+   * restarted since the stream was made; `details.streams`): the watchdog rereads the events stream
+   * once, projections kept in Redis are rebuilt.
+   */
+  streamIdentityChanged: 'stream_identity_changed',
+  /**
    * `BATON_PREFIX` is set and differs from the prefix of the platform npm start runs, whose
    * local.json the CLI connects through (NATS_URL unset): the CLI uses `BATON_PREFIX`, whose
    * streams that platform may not have (`details`: baton_prefix, local_prefix, local_json).

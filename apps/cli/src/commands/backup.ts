@@ -19,7 +19,7 @@ import { ApiTokenKeys } from '@baton/platform';
 import type { Command } from '../command';
 import { flag, parseCommandArgs, required } from '../command';
 import type { CliContext } from '../context';
-import { CliError, CliErrorCode, ExitCode, streamReadError } from '../errors';
+import { CliError, CliErrorCode, CliWarningCode, ExitCode, streamReadError } from '../errors';
 import { printJson, type CliIo } from '../output';
 import { formatCount, progressIo } from '../progress';
 
@@ -43,6 +43,11 @@ const FileEntrySchema = z.object({
 
 const ManifestStreamSchema = FileEntrySchema.extend({
   stream: z.string().regex(/^[A-Za-z0-9_-]+$/),
+  /**
+   * The stream's creation time as the server reported it when the backup was taken: the identity the
+   * projections and the watchdog's snapshots record. Absent in a backup made before it was kept.
+   */
+  created: z.string().optional(),
   config: z.record(z.string(), z.unknown()),
   state: z.object({
     messages: z.number().int().nonnegative(),
@@ -127,8 +132,13 @@ function byteProgress(io: CliIo, label: string) {
 
 /** How many messages `stream` holds, or null when there is no such stream (a read failure other than "not found" is the CLI's typed read error). */
 async function streamMessages(ctx: CliContext, nats: NatsHandle, stream: string): Promise<number | null> {
+  return (await streamInfo(ctx, nats, stream))?.state.messages ?? null;
+}
+
+/** The stream's info, or null when there is no such stream (a read failure other than "not found" is the CLI's typed read error). */
+async function streamInfo(ctx: CliContext, nats: NatsHandle, stream: string): Promise<Awaited<ReturnType<NatsHandle['jsm']['streams']['info']>> | null> {
   try {
-    return (await nats.jsm.streams.info(stream)).state.messages;
+    return await nats.jsm.streams.info(stream);
   } catch (error) {
     if (error instanceof StreamNotFound || jsErrCode(error) === JsErrCode.streamNotFound) return null;
     throw streamReadError(error, stream, ctx.config().BATON_PREFIX, ctx.natsUrl());
@@ -255,7 +265,15 @@ Options:
     const nats = await ctx.nats();
     const present: string[] = [];
     const absent: string[] = [];
-    for (const stream of backupOrder(prefix)) ((await streamMessages(ctx, nats, stream)) !== null ? present : absent).push(stream);
+    const createdOf = new Map<string, string>();
+    for (const stream of backupOrder(prefix)) {
+      const info = await streamInfo(ctx, nats, stream);
+      if (info === null) absent.push(stream);
+      else {
+        present.push(stream);
+        createdOf.set(stream, info.created);
+      }
+    }
     const events = batonStreamNames(prefix).events;
     if (!present.includes(events))
       throw new CliError(
@@ -305,8 +323,10 @@ Options:
         }
         const state = info.state;
         progress.finish(`${formatCount(state.messages)} messages (seq ${state.first_seq}-${state.last_seq}), ${bytesText(bytes)} -> ${file}`);
+        const created = createdOf.get(stream);
         streams.push({
           stream,
+          ...(created !== undefined ? { created } : {}),
           file,
           bytes,
           sha256: hash.digest('hex'),
@@ -520,6 +540,7 @@ Options:
     const redis = tokens.records.length > 0 || tokens.ids.length > 0 ? (await ctx.redis()).client : null;
 
     const restored: Array<{ stream: string; messages: number; first_seq: number; last_seq: number; bytes: number; consumers: number }> = [];
+    const renamed: Array<{ stream: string; backed_up: string; restored: string }> = [];
     for (const entry of manifest.streams) {
       const progress = byteProgress(io, `restore ${entry.stream}`);
       let info;
@@ -570,7 +591,20 @@ Options:
         );
       }
       progress.finish(`${formatCount(actual.messages)} messages (seq ${actual.first_seq}-${actual.last_seq}), ${restored.at(-1)?.consumers ?? 0} consumers`);
+      if (entry.created !== undefined && info.created !== entry.created)
+        renamed.push({ stream: entry.stream, backed_up: entry.created, restored: info.created });
     }
+    // A snapshot carries the creation time its server's store holds, which after a restart of that
+    // server is the restart: the restored stream then reads as another one to what recorded the old
+    // identity. Not wrong, slower: said, so that the start's lines are expected.
+    if (renamed.length > 0)
+      ctx.warn(
+        CliWarningCode.streamIdentityChanged,
+        `${renamed.map((r) => r.stream).join(', ')} restored with another creation time than the backed-up stream's (its server had restarted since the stream was made): ` +
+          `the watchdog passes over its restored snapshot and reads the events stream from its start once, and projections kept in Redis are rebuilt from the restored events (logged at error as "built from another events stream": expected here)`,
+        undefined,
+        { streams: renamed },
+      );
 
     let written = 0;
     let kept = 0;
