@@ -170,14 +170,20 @@ describe('Redis full (maxmemory, noeviction) under live traffic (private redis-s
     const loud = lines()
       .slice(fullFrom)
       .filter((line) => line.level === 'warn' || line.level === 'error');
-    expect(loud).toEqual([
+    const [first, ...summaries] = loud;
+    expect(first).toEqual(
       expect.objectContaining({
         level: 'warn',
         msg: 'redis full: projection writes refused; the projections wait until Redis has room (docs/sre.md, What fills Redis)',
         limit: 'maxmemory',
         error: expect.stringContaining('OOM command not allowed'),
       }),
-    ]);
+    );
+    // A full phase that outlasts a minute (a loaded machine: seen in CI) adds the summary, at most one
+    // a minute, and nothing else.
+    for (const line of summaries) expect(line).toMatchObject({ level: 'warn', msg: 'redis still full: projection writes refused', limit: 'maxmemory' });
+    const times = loud.map((line) => Date.parse(String(line['time'])));
+    for (let i = 1; i < times.length; i++) expect((times[i] as number) - (times[i - 1] as number)).toBeGreaterThanOrEqual(59_000);
 
     // Readiness: still 200 (reads answer; no restart frees memory), and says why.
     const ready = await get('/health/ready');
