@@ -7,6 +7,7 @@ import { HttpServerLimits } from './http/server-limits';
 import { NoticesModule } from './notices/notices.module';
 import { loadNotifierConfig, NOTIFIER_CONFIG, type NotifierConfig } from './notifier.config';
 import { ProjectionModule } from './projection/projection.module';
+import { NotifierReadinessModule } from './readiness.module';
 import { WebModule } from './web/web.module';
 
 /** Makes the notifier's own settings injectable everywhere as `@Inject(NOTIFIER_CONFIG)`. */
@@ -40,7 +41,15 @@ export class NotifierModule implements NestModule {
   static register(env: Record<string, string | undefined>): DynamicModule {
     return {
       module: NotifierModule,
-      imports: [NotifierConfigModule.forRoot(loadNotifierConfig(env)), ProjectionModule, AuthModule, ApiModule, WebModule, NoticesModule],
+      imports: [
+        NotifierConfigModule.forRoot(loadNotifierConfig(env)),
+        ProjectionModule,
+        AuthModule,
+        NotifierReadinessModule,
+        ApiModule,
+        WebModule,
+        NoticesModule,
+      ],
       // The HTTP server's limits (timeouts, connections), set before it listens.
       providers: [HttpServerLimits],
     };

@@ -130,6 +130,30 @@ export class RebuildBehindError extends ProjectionError {
 }
 
 /**
+ * The active generation of a projection was built by another version of its definition than the
+ * applier's: another release of the notifier (or a replay run with `--allow-version-change`)
+ * rebuilt it. The apply wrote nothing — one release's ops never land on values another release
+ * folded. `newer`: the stored version is above the applier's (the applier is of an older release
+ * and stands back until it is upgraded or the projection is rebuilt to its version); otherwise the
+ * applier is of a newer release and rebuilds the projection to its own version.
+ */
+export class ProjectionVersionError extends ProjectionError {
+  constructor(
+    readonly projection: string,
+    readonly version: number,
+    readonly storedVersion: number,
+  ) {
+    super(`projection ${projection} was built by version ${storedVersion} of its definition; this applier folds version ${version}, so it applied nothing`);
+    this.name = 'ProjectionVersionError';
+  }
+
+  /** Whether the stored version is above the applier's (the applier is of an older release). */
+  get newer(): boolean {
+    return this.storedVersion > this.version;
+  }
+}
+
+/**
  * A rebuild's shadow generation is no longer the one it created: Redis lost its data mid-rebuild
  * (FLUSHALL, a failover to a replica without it), so the shadow's early part is gone, and the
  * generation number may since have been handed to another rebuild. The apply or swap that found

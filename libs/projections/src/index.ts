@@ -42,6 +42,7 @@ export {
   RedisFullError,
   RedisUnavailableError,
   ShadowLostError,
+  ProjectionVersionError,
 } from './errors';
 export {
   FREEZE_LIMITS,

@@ -69,6 +69,10 @@ end
  * flag the ~meta may also not exist yet, and the token is then written into it. A shadow is thus
  * only ever written by the rebuild that created it: once Redis loses the data (the ~meta goes
  * with it) or the number is handed to another rebuild, the first rebuild's applies are refused.
+ * Applied to the active generation, nothing is written and the reply is {'version', generation,
+ * storedVersion} when that generation was built by another version of the projection's
+ * definition than ARGV[3] (a notifier of another release, or a replay, built it): one release's
+ * ops never land on another's values.
  *
  * Pass 1 (no writes): resolve the generation, read the last applied seq, and walk the batch with
  * the same seq guard the write pass will use, checking that every op's key holds a compatible
@@ -103,6 +107,10 @@ if owner and owner ~= '' then
   end
 else
   owner = nil
+end
+if ARGV[2] == 'active' and not initPointer then
+  local stored = redis.call('HGET', metaKey, 'version')
+  if stored and tonumber(stored) ~= tonumber(ARGV[3]) then return { 'version', gen, stored } end
 end
 local lastRaw = redis.call('HGET', metaKey, 'seq') or '0'
 local last = tonumber(lastRaw)

@@ -1,6 +1,6 @@
 import type Redis from 'ioredis';
 import type { EventEnvelope } from '@baton/contracts';
-import { ProjectionError, ProjectionOpError, ShadowLostError } from './errors';
+import { ProjectionError, ProjectionOpError, ProjectionVersionError, ShadowLostError } from './errors';
 import { createItemStore, type ItemStore } from './items';
 import {
   activeKey,
@@ -440,6 +440,7 @@ class RedisProjectionStore implements ProjectionStore {
     }
     const reply = (await applyScript.run(this.redis, [activeKey(base), generationCounterKey(base)], args)) as ScriptReply;
     if (reply[0] === 'lost') throw new ShadowLostError(def.name, Number(reply[1]));
+    if (reply[0] === 'version') throw new ProjectionVersionError(def.name, def.version, Number(reply[2]));
     if (reply[0] === 'invalid') throw wrongTypeError(def.name, reply);
     const [, generation, applied, skipped, lastSeq] = reply;
     return { generation: Number(generation), applied: Number(applied), skipped: Number(skipped), lastSeq: Number(lastSeq) };
@@ -468,6 +469,7 @@ class RedisProjectionStore implements ProjectionStore {
         [base, 'active', def.version, chunkPayload(texts), String(expected)],
       )) as ScriptReply;
       if (reply[0] === 'invalid') throw wrongTypeError(def.name, reply);
+      if (reply[0] === 'version') throw new ProjectionVersionError(def.name, def.version, Number(reply[2]));
       if (reply[0] === 'moved') return { status: 'moved', generation: Number(reply[1]), lastSeq: Number(reply[2]) };
       generation = Number(reply[1]);
       applied += Number(reply[2]);

@@ -630,15 +630,40 @@ const RedisFullSchema = z.object({
   refused: z.number().int().describe('writes refused since then (0 when not full)'),
 });
 
+/** Set while the notifier stands back from projections a newer release of it built (`GET /v1/projections`, `/health/ready`). */
+const StandingBackSchema = z
+  .object({
+    reason: z.literal('newer_release'),
+    since: z.string().describe('when this notifier began to stand back (ISO 8601)'),
+    projections: z.array(
+      z.object({
+        projection: z.string(),
+        version: z.number().int().describe('this notifier`s definition version'),
+        stored_version: z.number().int().describe('the (higher) version that built the active generation'),
+      }),
+    ),
+  })
+  .nullable()
+  .describe(
+    'non-null while this notifier stands back: a newer release of the notifier built these projections, so this one applies, rebuilds and publishes nothing and is not ready (checks.projection_versions false) until it is upgraded or the projections are rebuilt to its version',
+  );
+
 /** `GET /v1/projections`: the full report (callers that see every project) or the scoped one (`counters: "hidden"`). */
 export const ProjectionsResponseSchema = z.union([
   z.object({
     stream: z.object({ name: z.string(), last_seq: z.number().int(), messages: z.number().int() }).nullable(),
     rebuilding: z.boolean(),
     redis: RedisFullSchema,
+    standing_back: StandingBackSchema,
     projections: z.array(ProjectionViewSchema),
   }),
-  z.object({ counters: z.literal('hidden'), rebuilding: z.boolean(), redis: RedisFullSchema, projections: z.array(ProjectionViewSchema) }),
+  z.object({
+    counters: z.literal('hidden'),
+    rebuilding: z.boolean(),
+    redis: RedisFullSchema,
+    standing_back: StandingBackSchema,
+    projections: z.array(ProjectionViewSchema),
+  }),
 ]);
 
 /** `GET /health/live`: the process answers. */
@@ -647,6 +672,7 @@ export const HealthLiveSchema = z.object({ status: z.literal('ok') });
 /** The notifier's readiness details: per projection whether it is behind and its running rebuild, never the stream's counters (no token is asked). */
 const ProjectionReadinessSchema = z.object({
   rebuilding: z.boolean(),
+  standing_back: StandingBackSchema,
   projections: z.record(
     z.string(),
     z.object({
@@ -682,7 +708,11 @@ const StorageReadinessSchema = z.object({
 /** `GET /health/ready` (200 ready, 503 not ready: the failed check is `false`). */
 export const HealthReadySchema = z.object({
   status: z.enum(['ready', 'not_ready']),
-  checks: z.record(z.string(), z.boolean()).describe('nats, jetstream, redis: whether each answered (jetstream: its API answered, so a cluster has a leader)'),
+  checks: z
+    .record(z.string(), z.boolean())
+    .describe(
+      'nats, jetstream, redis: whether each answered (jetstream: its API answered, so a cluster has a leader); the notifier adds revocations (its token revocation log can be read) and projection_versions (false while it stands back from projections a newer release built)',
+    ),
   details: z
     .object({ storage: StorageReadinessSchema.optional(), projections: ProjectionReadinessSchema.optional(), redis: RedisFullSchema.optional() })
     .optional(),

@@ -133,3 +133,40 @@ describe('the projection applier gives up on an event by its own count of failur
     expect(await lastSeqs(projector)).toEqual([3, 3, 3, 3, 3]);
   });
 });
+
+describe("a range's notices are published once by an applier", () => {
+  it('when its notices commit is refused after the publish (a swap moved the generation) and retried, the notice is not published again', async () => {
+    prefix = `tba${randomBytes(4).toString('hex')}`;
+    const projector = createBatonProjector({ store: createProjectionStore({ redis: redis.client, prefix: `${prefix}:proj` }) });
+    const notice = log.find((event) => event.type === 'run.notice_emitted')!;
+    const published: string[] = [];
+    let moveOnce = false;
+    const applier = new ProjectionBatchApplier({
+      projector,
+      registry: createEventRegistry(),
+      nats,
+      stream: 'X_EVENTS',
+      prefix: 'x',
+      maxDeliver: 3,
+      publishNotices: async (events) => {
+        for (const event of events) if (event.type.endsWith('notice_emitted')) published.push(event.id);
+        if (!moveOnce) return;
+        moveOnce = false;
+        // Between this publish and its commit, a rebuild's swap put in a generation one event
+        // behind (a hand-over): the commit's compare-and-set is refused and the range folded again.
+        const base = `${prefix}:proj:notices`;
+        const generation = await redis.client.get(`${base}:active`);
+        await redis.client.hset(`${base}:g${generation}:~meta`, 'seq', String(notice.seq - 2));
+      },
+      onApplied: () => undefined,
+      logger: silent,
+    });
+    const before = Array.from({ length: notice.seq - 1 }, (_, i) => i + 1);
+    expect((await applier.handle(messages(before, 1))).size).toBe(0);
+    moveOnce = true;
+    expect((await applier.handle(messages([notice.seq - 1, notice.seq, notice.seq + 1], 1))).size).toBe(0);
+    expect(moveOnce).toBe(false);
+    expect(published.filter((id) => id === notice.id)).toEqual([notice.id]);
+    expect(await lastSeqs(projector)).toEqual(Array(5).fill(notice.seq + 1));
+  });
+});

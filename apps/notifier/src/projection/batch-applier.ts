@@ -16,6 +16,7 @@ import {
   jetStreamReplaySource,
   ProjectionGapError,
   ProjectionLostError,
+  ProjectionVersionError,
   RedisFullError,
   type BatonProjector,
   type EventRange,
@@ -40,6 +41,13 @@ const RETRY_FAILED_MS = [1000, 5000, 15000, 30000];
 
 /** Failing sequences remembered at most (a failing event is rare; the oldest is forgotten first). */
 const MAX_TRACKED_FAILURES = 1024;
+
+/**
+ * Notices this applier remembers having published, by event id: a range whose commit is retried
+ * (another applier or a rebuild's swap moved the projection between its publish and its commit), or
+ * re-applied event by event after a failure, does not publish them again.
+ */
+const PUBLISHED_REMEMBERED = 4096;
 
 /** Most sequences applied as one range (longer spans are applied piecewise). */
 const MAX_RANGE = 2048;
@@ -73,6 +81,12 @@ export interface BatchApplierOptions {
    * Redis lost its data): the range waits, nothing is written; the caller starts the rebuild.
    */
   onLost?: (error: ProjectionLostError) => void;
+  /**
+   * Called when a projection's active generation was built by another version of its definition
+   * ({@link ProjectionVersionError}: another release rebuilt it): the range waits, nothing is
+   * written. The caller stands back (a newer release built it) or rebuilds it (an older one did).
+   */
+  onVersion?: (error: ProjectionVersionError) => void;
   /**
    * Told of every write Redis refused for being full ({@link RedisFullError}: `refused`, with the
    * range), and of every batch applied whole since (`wrote`): the notifier's `RedisFullWatch`,
@@ -125,6 +139,12 @@ type Decoded = { msg: ConsumedMessage; event: SequencedEvent | null; error: unkn
  * been applied (Redis lost its data) is never folded from the stream's start here — that would
  * publish every notice in history again. Every message waits ({@link WAIT_BEHIND_MS}, no delivery
  * used up), `onLost` is told, and the rebuild (which publishes nothing) restores the projection.
+ *
+ * Another release's projections: a commit the apply script refuses because another version of the
+ * projection's definition built its active generation ({@link ProjectionVersionError}) writes
+ * nothing; every message waits the same way and `onVersion` is told (the notifier stands back from
+ * a newer release, or rebuilds an older one's). The notices a range published are remembered by
+ * event id, so a retried commit or an event-by-event re-apply does not publish them again.
  */
 export class ProjectionBatchApplier {
   private readonly reader: StreamReader;
@@ -135,8 +155,12 @@ export class ProjectionBatchApplier {
    * found it "out of deliveries" and skipped it for good.
    */
   private readonly failures = new LruCache<number, number>(MAX_TRACKED_FAILURES);
+  /** Ids of the events whose notices this applier published (see {@link PUBLISHED_REMEMBERED}). */
+  private readonly published = new LruCache<string, true>(PUBLISHED_REMEMBERED);
   /** A lost projection was reported and no range has been applied since (logged once per loss). */
   private lost = false;
+  /** A projection of another version was reported and no range has been applied since (logged once). */
+  private versionSkew = false;
   /** Some projection committed events during the batch being handled (a write Redis took). */
   private wrote = false;
 
@@ -207,12 +231,17 @@ export class ProjectionBatchApplier {
     const applyRange = () =>
       this.opts.projector.applyRange(range, {
         beforeCommit: async (projection, events) => {
-          if (projection === 'notices') await this.opts.publishNotices(events);
+          if (projection !== 'notices') return;
+          // Published by an earlier attempt of this range, or an earlier pass over these events: not again.
+          const unpublished = events.filter((event) => this.published.get(event.id) === undefined);
+          await this.opts.publishNotices(unpublished);
+          for (const event of unpublished) if (carriesNotice(event.type)) this.published.set(event.id, true);
         },
         ...(withNotice ? { verified: ['notices'] } : {}),
       });
     const results = withNotice && this.opts.applyLock ? await this.opts.applyLock.run(applyRange) : await applyRange();
     this.lost = false;
+    this.versionSkew = false;
     if (Object.values(results).some((result) => result.status === 'applied')) this.wrote = true;
     const notices = results['notices'];
     if (notices) this.opts.onNoticesAt?.(notices.lastSeq);
@@ -224,6 +253,18 @@ export class ProjectionBatchApplier {
       this.opts.logger.warn('live applier found a projection lost from Redis: waiting for its rebuild', { projection: error.projection, seq: error.fromSeq });
     this.lost = true;
     this.opts.onLost?.(error);
+  }
+
+  /** A projection was found built by another release: log it once until a range applies again, and tell the caller. */
+  private reportVersion(error: ProjectionVersionError): void {
+    if (!this.versionSkew)
+      this.opts.logger.warn('live applier found a projection built by another version of its definition: waiting', {
+        projection: error.projection,
+        version: error.version,
+        stored_version: error.storedVersion,
+      });
+    this.versionSkew = true;
+    this.opts.onVersion?.(error);
   }
 
   /**
@@ -242,6 +283,12 @@ export class ProjectionBatchApplier {
     if (error instanceof ProjectionLostError) {
       // Nothing was written: everything waits for the rebuild, using up no delivery.
       this.reportLost(error);
+      waitAll(0);
+      return verdicts;
+    }
+    if (error instanceof ProjectionVersionError) {
+      // Another release built the projection: nothing was written; everything waits, using up no delivery.
+      this.reportVersion(error);
       waitAll(0);
       return verdicts;
     }
@@ -274,6 +321,12 @@ export class ProjectionBatchApplier {
         if (stepError instanceof ProjectionLostError) {
           // Redis lost its data between two steps: what is left waits for the rebuild.
           this.reportLost(stepError);
+          waitAll(step.seq);
+          break;
+        }
+        if (stepError instanceof ProjectionVersionError) {
+          // Another release's rebuild swapped in between two steps: what is left waits.
+          this.reportVersion(stepError);
           waitAll(step.seq);
           break;
         }

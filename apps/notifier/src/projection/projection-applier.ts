@@ -9,6 +9,7 @@ import {
   RebuildAbortedError,
   type BatonProjector,
   type EnsureCurrentOptions,
+  type NewerRelease,
   type ReplaySource,
 } from '@baton/projections';
 import { RedisFullWatch, RUNTIME, type ServiceConfig, type ServiceRuntime } from '@baton/platform';
@@ -16,6 +17,7 @@ import { NOTIFIER_CONFIG, type NotifierConfig } from '../notifier.config';
 import { AppliedEvents } from './applied-events';
 import { ProjectionBatchApplier } from './batch-applier';
 import { NoticePublisher } from './notice-publisher';
+import { StandingBack } from './stand-back';
 import { BATON_PROJECTOR, PROJECTION_DURABLE } from './tokens';
 
 /** Unacknowledged events the consumer lets out at once, over every notifier instance. */
@@ -26,6 +28,12 @@ export const PROJECTION_IN_FLIGHT = 512;
 export const PROJECTION_BATCH = 256;
 /** How long the apply lock holds without renewal: a notifier that dies holding it frees it after this, ms. */
 export const APPLY_LOCK_TTL_MS = 10_000;
+
+/**
+ * How often a notifier that stands back from a newer release's projections looks again whether it
+ * may resume, ms, when the regular check is off (NOTIFIER_PROJECTION_CHECK_MS=0).
+ */
+export const STAND_BACK_CHECK_MS = 5_000;
 
 /** The Redis key of the lock the notifier instances of `prefix` apply ranges under (outside the projections' keyspace). */
 export const applyLockKey = (prefix: string) => `${prefix}:notifier:apply-lock`;
@@ -69,6 +77,16 @@ export const applyLockKey = (prefix: string) => `${prefix}:notifier:apply-lock`;
  * applies the events after it, publishing the notices the loss kept it from publishing — and none
  * of the history again. A loss found at start is bounded by the consumer's ack floor alone (see
  * {@link noticesBoundAtStart}).
+ *
+ * Two releases side by side (a rolling upgrade of several notifiers): a projection's definition
+ * version only grows from one release to the next. A notifier that finds a projection built by a
+ * newer release — at start, at a check, or by its live applier's commit being refused
+ * (`ProjectionVersionError`: the apply script compares versions, so no older ops ever land on a
+ * newer generation) — stands back ({@link StandingBack}): it stops its consumer (its deliveries
+ * go to the newer notifiers), rebuilds and publishes nothing, and is not ready; it resumes by itself
+ * once no projection is newer than its code (a rollback rebuilt them to its version). A notifier
+ * that finds a projection built by an OLDER release rebuilds it to its own version, as at start.
+ * So the two never rebuild a projection back and forth.
  */
 @Injectable()
 export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -76,6 +94,11 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
   private started: Promise<void> | null = null;
   private checkTimer: NodeJS.Timeout | null = null;
   private checking: Promise<void> | null = null;
+  /** A check was asked for while one ran: run another once it ends. */
+  private checkAgain = false;
+  /** Re-checks while standing back when the regular check is off. */
+  private standBackTimer: NodeJS.Timeout | null = null;
+  private batches: ProjectionBatchApplier | null = null;
   private stopping = false;
   /** Aborts a rebuild still running at shutdown (it swaps nothing and drops its shadows). */
   private readonly shutdown = new AbortController();
@@ -93,6 +116,7 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
     private readonly notices: NoticePublisher,
     private readonly applied: AppliedEvents,
     private readonly redisFull: RedisFullWatch,
+    private readonly standing: StandingBack,
   ) {}
 
   onApplicationBootstrap(): Promise<void> {
@@ -115,7 +139,7 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
     const notices = (await this.projector.status()).find((status) => status.projection === 'notices');
     this.noticesThrough = Math.max(this.noticesThrough, notices?.lastSeq ?? 0);
     const stream = batonStreamNames(prefix).events;
-    const batches = new ProjectionBatchApplier({
+    this.batches = new ProjectionBatchApplier({
       projector: this.projector,
       registry,
       nats,
@@ -133,6 +157,8 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
       onNoticesAt: (seq) => (this.noticesThrough = Math.max(this.noticesThrough, seq)),
       // Found by the live applier first: rebuild now, not at the next tick.
       onLost: () => this.check(),
+      // Another release rebuilt a projection: stand back (newer) or rebuild it (older), now.
+      onVersion: () => this.check(),
       // Said once, counted, on readiness: not a line per event or batch.
       redisFull: this.redisFull,
       onApplied: (event) => {
@@ -154,6 +180,23 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
         },
       ],
     });
+    // Projections a newer release built: stand back from the start (the consumer is not started).
+    const newer = await this.projector.newerReleases();
+    if (newer.length > 0) await this.standBack(newer);
+    else this.startRunner();
+    const every = this.config.NOTIFIER_PROJECTION_CHECK_MS;
+    if (every > 0 && !this.stopping) {
+      this.checkTimer = setInterval(() => this.check(), every);
+      this.checkTimer.unref();
+    }
+  }
+
+  /** Start the projection consumer, feeding the batch applier. */
+  private startRunner(): void {
+    const { config, nats, logger } = this.runtime;
+    const prefix = config.BATON_PREFIX;
+    const stream = batonStreamNames(prefix).events;
+    const batches = this.batches as ProjectionBatchApplier;
     this.runner = runConsumer({
       js: nats.js,
       stream,
@@ -187,17 +230,66 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
         }),
     });
     logger.info('projection consumer started', { stream, durable: PROJECTION_DURABLE });
-    const every = this.config.NOTIFIER_PROJECTION_CHECK_MS;
-    if (every > 0 && !this.stopping) {
-      this.checkTimer = setInterval(() => this.check(), every);
-      this.checkTimer.unref();
+  }
+
+  /**
+   * Stand back from the projections a newer release built (see the class comment): said once at
+   * error, the consumer stopped, not ready until it resumes.
+   */
+  private async standBack(newer: readonly NewerRelease[]): Promise<void> {
+    if (this.standing.enter(newer)) {
+      this.runtime.logger.error(
+        'a newer release of the notifier built these projections: this notifier stands back (applies, rebuilds and publishes nothing; not ready) — upgrade or stop it',
+        { projections: newer.map((n) => `${n.projection}@${n.storedVersion}>${n.version}`).join(',') },
+      );
+    }
+    const runner = this.runner;
+    this.runner = null;
+    await runner?.stop();
+    if (this.config.NOTIFIER_PROJECTION_CHECK_MS <= 0 && this.standBackTimer === null && !this.stopping) {
+      this.standBackTimer = setInterval(() => this.check(), STAND_BACK_CHECK_MS);
+      this.standBackTimer.unref();
     }
   }
 
-  /** Run the check after start now, unless one is running (a rebuild is not started twice) or the notifier stops. */
+  /**
+   * Run the check after start now: stand back from a newer release's projections, or resume when
+   * none is left, and rebuild what is lost or of an older version. Never two at once (a rebuild is
+   * not started twice): one asked for while another runs follows it.
+   */
   private check(): void {
-    if (this.checking || this.stopping || !this.source) return;
-    this.checking = this.ensureCurrent(this.source, 'after start').finally(() => (this.checking = null));
+    if (this.stopping || !this.source) return;
+    if (this.checking) {
+      this.checkAgain = true;
+      return;
+    }
+    const source = this.source;
+    this.checking = this.reconcile(source).finally(() => {
+      this.checking = null;
+      if (this.checkAgain) {
+        this.checkAgain = false;
+        this.check();
+      }
+    });
+  }
+
+  private async reconcile(source: ReplaySource): Promise<void> {
+    const { logger } = this.runtime;
+    let newer: NewerRelease[];
+    try {
+      newer = await this.projector.newerReleases();
+    } catch (error) {
+      logger.error('projection check failed; retrying at the next check', error instanceof Error ? error : { error: String(error) });
+      return;
+    }
+    if (newer.length > 0) return this.standBack(newer);
+    if (this.standing.leave()) {
+      logger.warn('no projection is of a newer release any more: this notifier applies them again');
+      if (this.standBackTimer) clearInterval(this.standBackTimer);
+      this.standBackTimer = null;
+    }
+    await this.ensureCurrent(source, 'after start');
+    if (this.runner === null && !this.stopping && !this.standing.active) this.startRunner();
   }
 
   /**
@@ -283,6 +375,9 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
         else if (rebuilt.reason === 'stream_replaced')
           logger.error('projection was built from another events stream (recreated, its sequences started again): rebuilt from this one', fields);
         else if (when === 'at start') logger.info('projection rebuilt at start', fields);
+        // Found after start with another version than this code's: an older release rebuilt it (a
+        // rollback's replay, an older notifier that rebuilt it after a loss).
+        else if (rebuilt.reason === 'version_changed') logger.warn('projection was built by an older version of its definition: rebuilt to this one', fields);
         else logger.warn('projection lost from Redis: rebuilt from the events stream', fields);
       }
     } catch (error) {
@@ -301,6 +396,8 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
     this.shutdown.abort();
     if (this.checkTimer) clearInterval(this.checkTimer);
     this.checkTimer = null;
+    if (this.standBackTimer) clearInterval(this.standBackTimer);
+    this.standBackTimer = null;
     await this.checking?.catch(() => undefined);
     await this.started?.catch(() => undefined);
     await this.runner?.stop();

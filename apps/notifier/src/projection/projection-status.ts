@@ -2,6 +2,7 @@ import { Inject, Injectable, Optional } from '@nestjs/common';
 import { batonStreamNames } from '@baton/eventstore';
 import type { BatonProjector, RebuildInfo } from '@baton/projections';
 import { RedisFullWatch, RUNTIME, type ReadinessDetails, type RedisFullStatus, type ServiceRuntime } from '@baton/platform';
+import { StandingBack, type StandingBackView } from './stand-back';
 import { BATON_PROJECTOR } from './tokens';
 
 /** A rebuild as the API shows it: who runs it, how far it is, how fast, how long it has left. */
@@ -58,6 +59,8 @@ export interface ProjectionsReport {
   redis: RedisFullStatus;
   /** Whether any projection is being rebuilt (a live rebuild, not a stale one or a comparison). */
   rebuilding: boolean;
+  /** Set while this notifier stands back from projections a newer release built ({@link StandingBack}); else null. */
+  standing_back: StandingBackView | null;
   projections: ProjectionView[];
 }
 
@@ -72,6 +75,7 @@ export interface ScopedProjectionsReport {
   counters: 'hidden';
   rebuilding: boolean;
   redis: RedisFullStatus;
+  standing_back: StandingBackView | null;
   projections: Array<
     Pick<ProjectionView, 'name' | 'version' | 'active_generation' | 'stored_version' | 'needs_rebuild' | 'behind_reason' | 'rebuilding'> & {
       behind: boolean | null;
@@ -86,6 +90,7 @@ export function scopedProjectionsReport(report: ProjectionsReport): ScopedProjec
     counters: 'hidden',
     rebuilding: report.rebuilding,
     redis: report.redis,
+    standing_back: report.standing_back,
     projections: report.projections.map((p) => ({
       name: p.name,
       version: p.version,
@@ -148,6 +153,7 @@ export class ProjectionStatus {
     @Inject(RUNTIME) private readonly runtime: ServiceRuntime,
     @Inject(BATON_PROJECTOR) private readonly projector: BatonProjector,
     @Optional() private readonly redisFull?: RedisFullWatch,
+    @Optional() private readonly standing?: StandingBack,
   ) {}
 
   async report(): Promise<ProjectionsReport> {
@@ -179,7 +185,7 @@ export class ProjectionStatus {
         rebuilds: mine,
       };
     });
-    return { stream, rebuilding: projections.some((p) => p.rebuilding), redis, projections };
+    return { stream, rebuilding: projections.some((p) => p.rebuilding), redis, standing_back: this.standing?.view() ?? null, projections };
   }
 
   /**
@@ -193,6 +199,7 @@ export class ProjectionStatus {
     const report = scopedProjectionsReport(await this.report());
     return {
       rebuilding: report.rebuilding,
+      standing_back: report.standing_back,
       projections: Object.fromEntries(
         report.projections.map((p) => [p.name, { behind: p.behind, rebuilding: reportedRebuild(p.rebuilds, this.runtime.instance) }]),
       ),
@@ -215,6 +222,8 @@ export interface ReadinessRebuild {
 /** The notifier's readiness details (`details.projections` of `/health/ready`). */
 export interface ProjectionsReadiness {
   rebuilding: boolean;
+  /** Set while this notifier stands back from a newer release's projections (readiness check `projection_versions` fails). */
+  standing_back: StandingBackView | null;
   projections: Record<string, { behind: boolean | null; rebuilding: ReadinessRebuild | null }>;
 }
 

@@ -7,11 +7,13 @@ import { AppliedEvents } from './applied-events';
 import { NoticePublisher } from './notice-publisher';
 import { ProjectionApplier } from './projection-applier';
 import { ProjectionStatus, projectionReadiness } from './projection-status';
+import { StandingBack } from './stand-back';
 import { BATON_PROJECTOR, BATON_VIEWS, LEDGER_CLIENT, PROJECTION_STORE, projectionPrefix } from './tokens';
 
 /**
  * The projection store on the runtime's Redis, the projector and its applier, the read side, the
- * ledger client, the projections' status (rebuilds and their progress), the watch of a full Redis. Global, so that the
+ * ledger client, the projections' status (rebuilds and their progress), the watch of a full Redis,
+ * whether this notifier stands back from a newer release's projections. Global, so that the
  * platform's `/health/ready` finds the readiness details it provides.
  */
 @Global()
@@ -47,9 +49,10 @@ import { BATON_PROJECTOR, BATON_VIEWS, LEDGER_CLIENT, PROJECTION_STORE, projecti
     NoticePublisher,
     AppliedEvents,
     ProjectionApplier,
+    StandingBack,
     ProjectionStatus,
     { provide: READINESS_DETAILS, inject: [ProjectionStatus, RedisFullWatch], useFactory: projectionReadiness },
   ],
-  exports: [PROJECTION_STORE, BATON_PROJECTOR, BATON_VIEWS, LEDGER_CLIENT, AppliedEvents, ProjectionStatus, RedisFullWatch, READINESS_DETAILS],
+  exports: [PROJECTION_STORE, BATON_PROJECTOR, BATON_VIEWS, LEDGER_CLIENT, AppliedEvents, ProjectionStatus, RedisFullWatch, StandingBack, READINESS_DETAILS],
 })
 export class ProjectionModule {}

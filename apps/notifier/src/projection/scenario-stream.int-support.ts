@@ -74,17 +74,22 @@ export async function countNotices(nats: NatsHandle, prefix: string): Promise<Ma
   return seen;
 }
 
-/** Keep the notifier's JSON log lines out of the test output, in `lines` (parse them with `JSON.parse`); `restore` undoes it. */
+/**
+ * Keep the notifier's JSON log lines out of the test output, in `lines` (parse them with
+ * `JSON.parse`): stdout's and stderr's (where the logger writes errors); `restore` undoes it.
+ */
 export function captureNotifierLog(): { lines: string[]; restore: () => void } {
   const lines: string[] = [];
-  const write = process.stdout.write.bind(process.stdout);
-  const spy = jest.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array, ...rest: unknown[]) => {
-    const text = typeof chunk === 'string' ? chunk : decoder.decode(chunk);
-    if (text.includes('"service":"notifier"')) {
-      lines.push(...text.split('\n').filter(Boolean));
-      return true;
-    }
-    return (write as (chunk: string | Uint8Array, ...rest: unknown[]) => boolean)(chunk, ...rest);
+  const spies = [process.stdout, process.stderr].map((stream) => {
+    const write = stream.write.bind(stream);
+    return jest.spyOn(stream, 'write').mockImplementation((chunk: string | Uint8Array, ...rest: unknown[]) => {
+      const text = typeof chunk === 'string' ? chunk : decoder.decode(chunk);
+      if (text.includes('"service":"notifier"')) {
+        lines.push(...text.split('\n').filter(Boolean));
+        return true;
+      }
+      return (write as (chunk: string | Uint8Array, ...rest: unknown[]) => boolean)(chunk, ...rest);
+    });
   });
-  return { lines, restore: () => spy.mockRestore() };
+  return { lines, restore: () => spies.forEach((spy) => spy.mockRestore()) };
 }

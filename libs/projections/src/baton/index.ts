@@ -33,6 +33,8 @@ export {
   type EnsureCurrentOptions,
   type EnsureCurrentResult,
   type EventsStreamMark,
+  newerRelease,
+  type NewerRelease,
   type RebuildReason,
 } from './projector';
 export { noticesProjection, NoticeKeys, NOTICES_STORE, type NoticeItem } from './notices';

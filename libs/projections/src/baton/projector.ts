@@ -75,6 +75,12 @@ export interface BatonProjector {
   apply(event: SequencedEvent, hooks?: ApplyHooks): Promise<Record<string, ApplyResult>>;
   /** The engine's status of every projection. */
   status(): Promise<ProjectionStatus[]>;
+  /**
+   * The projections whose active generation a newer release built (its stored definition version is
+   * above this code's): this process of an older release must neither apply to them nor rebuild
+   * them — it stands back until it is upgraded, or the projections are rebuilt to its version.
+   */
+  newerReleases(): Promise<NewerRelease[]>;
   /** The rebuilds running on any of the projections (by this process or another), with their progress. */
   rebuilds(): Promise<RebuildInfo[]>;
   /** Delete the shadows of rebuilds whose process died (lease run out); returns how many. */
@@ -128,6 +134,27 @@ export interface EventsStreamMark {
   lastSeq: number;
 }
 
+/** A projection built by a newer release than this code ({@link BatonProjector.newerReleases}). */
+export interface NewerRelease {
+  projection: string;
+  /** This code's definition version. */
+  version: number;
+  /** The version of the definition that built the active generation. */
+  storedVersion: number;
+}
+
+/**
+ * `status`'s projection as a {@link NewerRelease} when a newer release of its definition built the
+ * active generation (stored version above `projection.version`), else null. Versions only grow from
+ * one release to the next, so a higher stored version is a later release's: ensureCurrent never
+ * rebuilds it back (two releases side by side would otherwise rebuild it to and fro at every check)
+ * and the apply script refuses this code's ops on it (`ProjectionVersionError`). Pure.
+ */
+export function newerRelease(status: ProjectionStatus, projection: Pick<AnyFoldingProjection, 'name' | 'version'>): NewerRelease | null {
+  if (status.activeGeneration === null || status.storedVersion === null || status.storedVersion <= projection.version) return null;
+  return { projection: projection.name, version: projection.version, storedVersion: status.storedVersion };
+}
+
 /** Build a {@link BatonProjector} over a projection store. */
 export function createBatonProjector(options: BatonProjectorOptions): BatonProjector {
   const { store } = options;
@@ -150,6 +177,9 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
     const replaced: string[] = [];
     for (const { name, status } of statuses) {
       if (status.activeGeneration === null) continue;
+      // A newer release's generation is that release's to judge (this code stands back from it).
+      const projection = projections.find((p) => p.name === name);
+      if (projection && newerRelease(status, projection) !== null) continue;
       if ((status.stream !== null && status.stream !== stream.identity) || status.lastSeq > stream.lastSeq) replaced.push(name);
       else if (status.stream === null) await store.adoptStream(name, status.activeGeneration, stream.identity);
     }
@@ -239,6 +269,10 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
     status() {
       return Promise.all(projections.map((p) => store.status(p)));
     },
+    async newerReleases() {
+      const found = await Promise.all(projections.map(async (p) => newerRelease(await store.status(p), p)));
+      return found.filter((n): n is NewerRelease => n !== null);
+    },
     async rebuilds() {
       return (await Promise.all(projections.map((p) => store.rebuilds(p.name)))).flat();
     },
@@ -253,6 +287,8 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
       const replacedNames = new Set(stream ? await builtFromAnotherStream(stream) : []);
       for (const projection of projections) {
         const status = await store.status(projection);
+        // Built by a newer release: never rebuilt back to this older definition (see `newerRelease`).
+        if (newerRelease(status, projection) !== null) continue;
         const reason: RebuildReason | null =
           status.activeGeneration === null
             ? 'no_active_generation'

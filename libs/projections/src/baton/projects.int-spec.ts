@@ -1,5 +1,6 @@
 import { createEventRegistry } from '@baton/contracts';
 import type { HandoffCommand } from '@baton/domain';
+import { ProjectionVersionError } from '../errors';
 import { diffSnapshots } from '../snapshot';
 import type { ReplaySource, SequencedEvent } from '../store';
 import { redisFixture, type RedisFixture } from '../test-support';
@@ -283,6 +284,57 @@ describe('projections keyed by project as well as id (real Redis)', () => {
     expect(await views.projectsOf('run', 'wr-b')).toEqual([]);
     // Once rebuilt, the same check finds nothing to do.
     expect(await projector.ensureCurrent(source(recreated), { targetSeq: last }, async () => ({ identity: 'second', lastSeq: last }))).toEqual([]);
+  });
+
+  it('two releases side by side: an older definition neither applies to nor rebuilds what a newer one built, and a newer one rebuilds what an older one built — never back and forth', async () => {
+    const runsVersion = projector.projections.find((p) => p.name === 'runs')!.version;
+    const older = createBatonProjector({
+      store: fx.store,
+      projections: batonProjections().map((p) => (p.name === 'runs' ? { ...p, version: runsVersion - 1 } : p)),
+    });
+    const cut = Math.floor(log.length / 2);
+    const head = log.slice(0, cut);
+    const rest = log.slice(cut);
+    for (const event of head) await projector.apply(event);
+    const built = await fx.store.snapshot('runs');
+    expect(await older.newerReleases()).toEqual([{ projection: 'runs', version: runsVersion - 1, storedVersion: runsVersion }]);
+    expect(await projector.newerReleases()).toEqual([]);
+    // The older release does not rebuild it back to its own version…
+    expect(await older.ensureCurrent(source(log))).toEqual([]);
+    // Nor does it judge the stream a newer release's generation was built from.
+    expect((await older.builtFromAnotherStream(async () => ({ identity: 'other', lastSeq: 1 }))).sort()).toEqual(
+      PROJECTIONS.filter((p) => p !== 'runs').sort(),
+    );
+    // …and the apply script refuses its ops on it, one event or a range: nothing of runs is written.
+    const one = await older.apply(rest[0]!).then(
+      () => null,
+      (error: unknown) => error,
+    );
+    expect(one).toBeInstanceOf(ProjectionVersionError);
+    expect(one).toMatchObject({ projection: 'runs', version: runsVersion - 1, storedVersion: runsVersion, newer: true });
+    const range = await older.applyRange({ fromSeq: rest[0]!.seq, toSeq: rest.at(-1)!.seq, events: rest }).then(
+      () => null,
+      (error: unknown) => error,
+    );
+    expect(range).toBeInstanceOf(ProjectionVersionError);
+    expect(diffSnapshots(built, await fx.store.snapshot('runs'))).toEqual([]);
+    expect((await fx.store.status({ name: 'runs', version: 0 })).storedVersion).toBe(runsVersion);
+    // The newer release applies the rest as ever.
+    for (const event of rest) await projector.apply(event);
+    expect((await fx.store.status({ name: 'runs', version: 0 })).lastSeq).toBe(log.at(-1)!.seq);
+
+    // An older release's rebuild swapped in (a rollback's replay): now the newer code's ops are refused…
+    expect((await older.rebuild('runs', source(log))).status).toBe('swapped');
+    const refused = await projector.applyRange({ fromSeq: log.at(-1)!.seq + 1, toSeq: log.at(-1)!.seq + 1, events: [] }).then(
+      () => null,
+      (error: unknown) => error,
+    );
+    expect(refused).toMatchObject({ name: 'ProjectionVersionError', projection: 'runs', version: runsVersion, storedVersion: runsVersion - 1, newer: false });
+    // …and the newer release rebuilds it to its own version, which the older one then leaves alone.
+    expect((await projector.ensureCurrent(source(log))).map((r) => `${r.projection}:${r.reason}:${r.result.status}`)).toEqual(['runs:version_changed:swapped']);
+    expect(await older.ensureCurrent(source(log))).toEqual([]);
+    expect(await projector.ensureCurrent(source(log))).toEqual([]);
+    expect((await fx.store.status({ name: 'runs', version: 0 })).storedVersion).toBe(runsVersion);
   });
 
   it("a recreated events stream that has already passed the old one's sequence is told apart by the identity each generation recorded", async () => {
