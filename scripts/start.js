@@ -209,6 +209,19 @@ async function ensureNats() {
     process.exit(1);
   }
   const { readServerConfigSettings } = require(path.join(root, 'dist', 'libs', 'eventstore', 'src', 'auth', 'deployment.js'));
+  // The deployment folder (BATON_NATS_DIR: another checkout's?) keeps its data in a store with
+  // streams, and this checkout's holds none: starting would show an empty deployment, its history
+  // out of sight (and the next nats-config would point the folder at the empty store).
+  const { storeLeftBehind } = require(path.join(root, 'dist', 'libs', 'eventstore', 'src', 'auth', 'store-holder.js'));
+  const leftBehind = process.env.BATON_START_EMPTY_STORE === '1' ? null : storeLeftBehind({ from: readServerConfigSettings(confFile)?.storeDir, to: store });
+  if (leftBehind !== null) {
+    console.error(
+      `[start] error (store_left_behind): the deployment's nats-server.conf (${confFile}) keeps its JetStream data in ${leftBehind.from} (${leftBehind.streams.length} streams: ${leftBehind.streams.join(', ')}), ` +
+        `but npm start of this checkout would start its nats-server on ${path.relative(root, store)}, which holds none: the deployment would start empty, its history out of sight. ` +
+        `Stop the platform of that checkout and copy its whole var/ here (the deployment folder and the store), or start it in its own checkout; BATON_START_EMPTY_STORE=1 starts on the empty store anyway`,
+    );
+    process.exit(1);
+  }
   let nats;
   try {
     nats = await chooseNatsListen({

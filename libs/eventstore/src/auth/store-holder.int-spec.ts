@@ -1,10 +1,11 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { connect } from 'nats';
 import { freePort, startNatsServer, type PrivateNatsServer } from '../int/servers';
-import { natsServerOnStore } from './store-holder';
+import { natsServerOnStore, storeLeftBehind, streamsIn } from './store-holder';
 
 /*
  * npm start must not start a second nats-server on a JetStream store another one holds (a server an
@@ -57,5 +58,33 @@ describe('natsServerOnStore (real nats-server processes)', () => {
 
   it('says nothing where there is no /proc to read', () => {
     expect(natsServerOnStore({ store: '/x', confFile: '/y' }, join(dir, 'no-proc'))).toBeNull();
+  });
+
+  it('reads the streams a store holds from the folders nats-server keeps, and says when a start elsewhere would leave them behind', async () => {
+    const server = await startNatsServer({ jetstream: true });
+    servers.push(server);
+    const sd = server.child.spawnargs[server.child.spawnargs.indexOf('-sd') + 1] as string;
+    const nc = await connect({ servers: server.url });
+    const jsm = await nc.jetstreamManager();
+    await jsm.streams.add({ name: 'LEFT_EVENTS', subjects: ['left.ev.>'] });
+    await jsm.streams.add({ name: 'LEFT_DLQ', subjects: ['left.dlq.>'] });
+    await nc.close();
+    await server.stop();
+    expect(streamsIn(sd)).toEqual(['$G/LEFT_DLQ', '$G/LEFT_EVENTS']);
+    const empty = join(dir, 'empty-store');
+    mkdirSync(join(empty, 'jetstream', '$G', 'streams'), { recursive: true });
+    expect(streamsIn(empty)).toEqual([]);
+    expect(streamsIn(join(dir, 'no-such-store'))).toEqual([]);
+    // The configuration names a store with streams; the one about to be used holds none: left behind.
+    expect(storeLeftBehind({ from: sd, to: empty })).toEqual({ from: sd, to: empty, streams: ['$G/LEFT_DLQ', '$G/LEFT_EVENTS'] });
+    expect(storeLeftBehind({ from: sd, to: join(dir, 'no-such-store') })).toMatchObject({ streams: ['$G/LEFT_DLQ', '$G/LEFT_EVENTS'] });
+    // Not when it is the same folder, when the configuration names none or an empty one, or when the
+    // store about to be used has streams of its own (the whole var/ was copied over).
+    expect(storeLeftBehind({ from: join(sd, '.'), to: sd })).toBeNull();
+    expect(storeLeftBehind({ from: undefined, to: empty })).toBeNull();
+    expect(storeLeftBehind({ from: empty, to: join(dir, 'no-such-store') })).toBeNull();
+    expect(storeLeftBehind({ from: sd, to: sd.replace(/\/?$/, '') })).toBeNull();
+    mkdirSync(join(empty, 'jetstream', 'BATON', 'streams', 'COPIED_EVENTS'), { recursive: true });
+    expect(storeLeftBehind({ from: sd, to: empty })).toBeNull();
   });
 });

@@ -68,3 +68,55 @@ export function natsServerOnStore(paths: { store: string; confFile: string }, pr
   }
   return null;
 }
+
+/**
+ * The JetStream streams a nats-server store folder holds, as `<account>/<stream>`, sorted: the
+ * folders of `<store>/jetstream/<account>/streams/` (the layout nats-server keeps on disk). Empty
+ * when the folder does not exist or holds none.
+ */
+export function streamsIn(store: string): string[] {
+  const found: string[] = [];
+  const root = resolve(store, 'jetstream');
+  let accounts: string[];
+  try {
+    accounts = readdirSync(root);
+  } catch {
+    return found;
+  }
+  for (const account of accounts) {
+    try {
+      for (const entry of readdirSync(resolve(root, account, 'streams'), { withFileTypes: true }))
+        if (entry.isDirectory()) found.push(`${account}/${entry.name}`);
+    } catch {
+      // not an account folder
+    }
+  }
+  return found.sort();
+}
+
+/** The deployment's data would be left behind: see {@link storeLeftBehind}. */
+export interface StoreLeftBehind {
+  /** The store the deployment's configuration named, which holds streams. */
+  from: string;
+  /** The store npm start is about to start its nats-server on, which holds none. */
+  to: string;
+  /** What `from` holds (`<account>/<stream>`). */
+  streams: string[];
+}
+
+/**
+ * Whether starting a nats-server on `to` would leave the deployment's data behind: its
+ * configuration names another store (`from`: the `store_dir` of its nats-server.conf — a
+ * deployment folder of another checkout, given through BATON_NATS_DIR) that holds streams, while
+ * `to` holds none. The platform would start on an empty store, as if new, with the other store's
+ * history out of sight; null when not (same folder, nothing there, or `to` has streams of its own).
+ */
+export function storeLeftBehind(paths: { from: string | undefined; to: string }): StoreLeftBehind | null {
+  if (paths.from === undefined) return null;
+  const from = canonical(paths.from);
+  const to = canonical(paths.to);
+  if (from === to) return null;
+  const streams = streamsIn(from);
+  if (streams.length === 0 || streamsIn(to).length > 0) return null;
+  return { from, to, streams };
+}
