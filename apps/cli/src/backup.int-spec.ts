@@ -14,11 +14,13 @@ import {
   provision,
   snapshotStream,
   tokenRevocationStream,
+  watchdogSnapshotHeadSubject,
+  watchdogSnapshotStream,
   type NatsHandle,
 } from '@baton/eventstore';
 import { createEventRegistry, inboxPrefixOf, MsgIds, Subjects } from '@baton/contracts';
 import { ApiTokenKeys } from '@baton/platform';
-import { createRedis, foldScenario, scenarioEnvelope, scenarioSteps, type RedisHandle } from '@baton/projections';
+import { createProjectionStore, createRedis, foldScenario, scenarioEnvelope, scenarioSteps, type RedisHandle } from '@baton/projections';
 // eslint-disable-next-line @nx/enforce-module-boundaries
 import { freePort, startNatsServer, type PrivateNatsServer } from '../../../libs/eventstore/src/int/servers';
 import { main } from './main';
@@ -341,8 +343,34 @@ describe('baton backup and baton restore (private nats-servers, real Redis)', ()
 });
 
 describe('a backup of a stream whose server restarted since it was made (DR drill F4)', () => {
-  it('restores with another creation time, and restore says so (stream_identity_changed): what recorded the old identity rereads or rebuilds', async () => {
+  it('restores with another creation time, and what recorded the old identity and holds no more than the stream takes the new one (stream_identity_changed says what)', async () => {
     const before = (await a.jsm.streams.info(names.events)).created;
+    const lastSeq = (await a.jsm.streams.info(names.events)).state.last_seq;
+    // The watchdog's saved snapshot of this stream (a head naming its chunk), as the watchdog writes it.
+    const wd = watchdogSnapshotStream(prefix);
+    await a.jsm.streams.add({ name: wd.name, subjects: wd.subjects, max_msgs_per_subject: 1 });
+    const chunk = await a.js.publish(`${prefix}.wd.chunk.ab12.0`, new Uint8Array([1, 2, 3]));
+    const head = {
+      fingerprint: 'fp-1',
+      events_stream: names.events,
+      events_created: before,
+      through_seq: lastSeq - 2,
+      taken_at: new Date().toISOString(),
+      by: 'watchdog-1',
+      gen: 'ab12',
+      chunks: [chunk.seq],
+      bytes: 3,
+      sha256: 'x',
+    };
+    await a.js.publish(watchdogSnapshotHeadSubject(prefix), new TextEncoder().encode(JSON.stringify(head)));
+    // Projections kept in Redis (it survived): runs built from this stream, stops from it but past
+    // its end (events the restore lacks), inbox from another stream; the others have none.
+    const store = createProjectionStore({ redis: redis.client, prefix: `${prefix}:proj` });
+    for (const name of ['runs', 'stops', 'inbox']) await store.ensureActive({ name, version: 1 });
+    const meta = async (name: string) => `${prefix}:proj:${name}:g${await store.activeGeneration(name)}:~meta`;
+    await redis.client.hset(await meta('runs'), 'seq', String(lastSeq), 'stream', before);
+    await redis.client.hset(await meta('stops'), 'seq', String(lastSeq + 5), 'stream', before);
+    await redis.client.hset(await meta('inbox'), 'seq', '3', 'stream', 'another-stream');
     await serverA.stop();
     await serverA.start();
     // The client reconnects by itself; the running server still reports the stream's first creation time.
@@ -368,12 +396,37 @@ describe('a backup of a stream whose server restarted since it was made (DR dril
           warnings: Array<{ code: string; details: { streams: Array<{ stream: string; backed_up: string; restored: string }> } }>;
         }
       ).warnings;
+      const identity = {
+        stream: names.events,
+        backed_up: before,
+        restored: restoredCreated,
+        watchdog_snapshot: { outcome: 'adopted', throughSeq: lastSeq - 2 },
+        projections: {
+          inbox: { outcome: 'other_stream', stream: 'another-stream' },
+          stops: { outcome: 'ahead', lastSeq: lastSeq + 5 },
+          handoffs: { outcome: 'no_generation' },
+          runs: { outcome: 'adopted', generation: await store.activeGeneration('runs') },
+          notices: { outcome: 'no_generation' },
+        },
+      };
       expect(warnings).toEqual([
         expect.objectContaining({
           code: 'stream_identity_changed',
-          details: { streams: expect.arrayContaining([{ stream: names.events, backed_up: before, restored: restoredCreated }]) },
+          details: { streams: expect.arrayContaining([{ stream: names.events, backed_up: before, restored: restoredCreated }]), ...identity },
         }),
       ]);
+      expect((JSON.parse(restored.out) as { stream_identity: unknown }).stream_identity).toEqual(identity);
+      const message = (warnings[0] as unknown as { message: string }).message;
+      expect(message).toContain('projection inbox (other_stream');
+      expect(message).toContain('projection stops (ahead');
+      expect(message).not.toContain('projection runs');
+      // The watchdog's head now names the restored stream's identity, its fold unchanged.
+      const restoredHead = await g.jsm.streams.getMessage(wd.name, { last_by_subj: watchdogSnapshotHeadSubject(prefix) });
+      expect(JSON.parse(new TextDecoder().decode(restoredHead.data))).toEqual({ ...head, events_created: restoredCreated });
+      // Only runs took it: the notifier would rebuild stops (ahead) and inbox (another stream) as before.
+      expect(await redis.client.hget(await meta('runs'), 'stream')).toBe(restoredCreated);
+      expect(await redis.client.hget(await meta('stops'), 'stream')).toBe(before);
+      expect(await redis.client.hget(await meta('inbox'), 'stream')).toBe('another-stream');
     } finally {
       await g.close();
       await serverG.remove();

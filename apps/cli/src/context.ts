@@ -85,6 +85,8 @@ export interface CliContext {
    * with the server when not writing to it, `options.fix` what to do instead of the usual advice).
    */
   requireNamedServer(server: DefaultedServer, command: string, options?: { doing?: string; fix?: string }): void;
+  /** Whether `server` is this deployment's as far as the CLI can tell: {@link requireNamedServer} would not refuse it. */
+  namedServer(server: DefaultedServer): boolean;
   /**
    * The token key file the command signs with: `BATON_TOKEN_KEY_FILE`, else (NATS_URL not set) the
    * one the local deployment's local.json names; null when neither names one.
@@ -332,6 +334,9 @@ export function createCliContext(options: CliContextOptions): CliContext {
         false,
         { code: CliErrorCode.defaultServerWrite, details: found.details },
       );
+    },
+    namedServer(server) {
+      return defaulted(server) === null;
     },
     tokenKeyFile() {
       const given = ctx.config().BATON_TOKEN_KEY_FILE;

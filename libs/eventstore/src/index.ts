@@ -264,3 +264,4 @@ export type {
   KvEntry,
   OrderedStart,
 } from './edge';
+export { restampWatchdogSnapshot, SnapshotHeadSchema, watchdogSnapshotHeadSubject, type SnapshotHead, type SnapshotRestamp } from './watchdog-snapshot-head';

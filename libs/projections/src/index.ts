@@ -19,6 +19,7 @@ export {
   type PreparedEvent,
   type ProjectionDefinition,
   type ProjectionStatus,
+  type RestampOutcome,
   type ProjectionStore,
   type ProjectionStoreOptions,
   type RebuildOptions,

@@ -96,6 +96,30 @@ export type ConditionalApplyResult =
 /** `HSETNX meta stream <identity>` when the meta hash exists (KEYS[1] = the meta, ARGV[1] = the identity). */
 const ADOPT_STREAM_SCRIPT = `if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('HSETNX', KEYS[1], 'stream', ARGV[1]) end return 0`;
 
+/**
+ * KEYS: active pointer. ARGV: base, the identity recorded (`from`), the new one (`to`), the last
+ * sequence the stream holds. See {@link ProjectionStore.restampStream}.
+ */
+const RESTAMP_STREAM_SCRIPT = `
+local gen = redis.call('GET', KEYS[1])
+if not gen then return { 'no_generation' } end
+local meta = ARGV[1] .. ':g' .. gen .. ':~meta'
+local found = redis.call('HMGET', meta, 'stream', 'seq')
+if found[1] ~= ARGV[2] then return { 'other_stream', found[1] or '' } end
+if tonumber(found[2] or '0') > tonumber(ARGV[4]) then return { 'ahead', found[2] } end
+redis.call('HSET', meta, 'stream', ARGV[3])
+return { 'adopted', gen }
+`;
+
+/** What {@link ProjectionStore.restampStream} did with a projection's active generation. */
+export type RestampOutcome =
+  | { outcome: 'adopted'; generation: number }
+  | { outcome: 'no_generation' }
+  /** It recorded another identity than `from` (or none yet: `stream` null) and was left alone. */
+  | { outcome: 'other_stream'; stream: string | null }
+  /** It applied more than the stream holds (events the restored stream lacks): left alone, to be rebuilt. */
+  | { outcome: 'ahead'; lastSeq: number };
+
 export interface ProjectionStatus {
   projection: string;
   activeGeneration: number | null;
@@ -199,6 +223,14 @@ export interface ProjectionStore {
    * built from, unless one is recorded already or the generation's meta is gone. True when recorded.
    */
   adoptStream(projection: string, generation: number, stream: string): Promise<boolean>;
+  /**
+   * The same events stream reads with a new identity (`to`; a restore from a backup can give it a
+   * new creation time): the active generation that recorded `from` and has applied no more than
+   * `throughSeq` (the stream's last sequence: it was built from what the stream holds) records `to`
+   * instead, atomically, so it is not rebuilt as if built from another stream. Anything else is left
+   * as it is and said ({@link RestampOutcome}).
+   */
+  restampStream(projection: string, change: { from: string; to: string; throughSeq: number }): Promise<RestampOutcome>;
   /** The active generation, or null before the first apply. */
   activeGeneration(projection: string): Promise<number | null>;
   /** Create the active generation (empty) if the projection has none; returns it. Idempotent. */
@@ -569,6 +601,22 @@ class RedisProjectionStore implements ProjectionStore {
     // first identity recorded is the stream the generation was built from.
     const set = await this.redis.eval(ADOPT_STREAM_SCRIPT, 1, meta, stream);
     return set === 1;
+  }
+
+  async restampStream(projection: string, change: { from: string; to: string; throughSeq: number }): Promise<RestampOutcome> {
+    if (!change.from || !change.to) throw new ProjectionError('a stream identity must be a non-empty string');
+    const base = this.base(projection);
+    const reply = (await this.redis.eval(RESTAMP_STREAM_SCRIPT, 1, activeKey(base), base, change.from, change.to, String(change.throughSeq))) as string[];
+    switch (reply[0]) {
+      case 'adopted':
+        return { outcome: 'adopted', generation: Number(reply[1]) };
+      case 'no_generation':
+        return { outcome: 'no_generation' };
+      case 'ahead':
+        return { outcome: 'ahead', lastSeq: Number(reply[1]) };
+      default:
+        return { outcome: 'other_stream', stream: reply[1] ? reply[1] : null };
+    }
   }
 
   async ensureActive(def: Pick<ProjectionDefinition, 'name' | 'version'>): Promise<number> {

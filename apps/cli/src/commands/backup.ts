@@ -8,14 +8,17 @@ import {
   deploymentStreamNames,
   jsErrCode,
   JsErrCode,
+  restampWatchdogSnapshot,
   restoreStream,
   snapshotStream,
   StreamNotFound,
   StreamSnapshotError,
   StreamSnapshotErrorCode,
+  type SnapshotRestamp,
   type NatsHandle,
 } from '@baton/eventstore';
 import { ApiTokenKeys } from '@baton/platform';
+import { restampEventsStream, type RestampOutcome } from '@baton/projections';
 import type { Command } from '../command';
 import { flag, parseCommandArgs, required } from '../command';
 import type { CliContext } from '../context';
@@ -484,7 +487,9 @@ Options:
   --from <dir>      the backup's folder
   --replace-empty   delete the backup's streams first when they exist and every one is empty
   --json        print { from, prefix, backup_created_at, streams: [{ stream, messages, first_seq,
-                last_seq, bytes, consumers }], tokens: { records, restored, kept, ids } }
+                last_seq, bytes, consumers }], tokens: { records, restored, kept, ids } }, and
+                stream_identity { stream, backed_up, restored, watchdog_snapshot, projections }
+                when the events stream came back with another creation time
 `,
   async run(argv, ctx) {
     const args = parseCommandArgs(argv, { from: { type: 'string' }, 'replace-empty': { type: 'boolean' }, json: { type: 'boolean' } }, { min: 0, max: 0 });
@@ -595,16 +600,34 @@ Options:
         renamed.push({ stream: entry.stream, backed_up: entry.created, restored: info.created });
     }
     // A snapshot carries the creation time its server's store holds, which after a restart of that
-    // server is the restart: the restored stream then reads as another one to what recorded the old
-    // identity. Not wrong, slower: said, so that the start's lines are expected.
-    if (renamed.length > 0)
+    // server is the restart: the restored events stream then reads as another one to what recorded
+    // the old identity (the watchdog's snapshot, projections kept in Redis). They were folded from
+    // this very history, so they take the new identity — unless they hold more than it does.
+    const identity = await adoptRestoredIdentity(ctx, nats, redis, prefix, renamed, restored);
+    if (identity !== null) {
+      const left = [
+        ...(identity.watchdog_snapshot.outcome === 'adopted' || identity.watchdog_snapshot.outcome === 'none'
+          ? []
+          : [`the watchdog's snapshot (${identity.watchdog_snapshot.outcome}: the watchdog reads the events stream from its start once)`]),
+        ...Object.entries(identity.projections ?? {})
+          .filter(([, o]) => o.outcome === 'other_stream' || o.outcome === 'ahead')
+          .map(([name, o]) => `projection ${name} (${o.outcome}: rebuilt from the restored events at the notifier's start)`),
+        ...(identity.projections === null
+          ? [
+              `the projections kept in Redis, if any (${identity.projections_error !== undefined ? `Redis did not answer: ${identity.projections_error}` : 'REDIS_URL not set'}: rebuilt from the restored events at the notifier's start)`,
+            ]
+          : []),
+      ];
       ctx.warn(
         CliWarningCode.streamIdentityChanged,
-        `${renamed.map((r) => r.stream).join(', ')} restored with another creation time than the backed-up stream's (its server had restarted since the stream was made): ` +
-          `the watchdog passes over its restored snapshot and reads the events stream from its start once, and projections kept in Redis are rebuilt from the restored events (logged at error as "built from another events stream": expected here)`,
+        `${identity.stream} restored with another creation time than the backed-up stream's (its server had restarted since the stream was made); ` +
+          (left.length === 0
+            ? 'what recorded the old one (the watchdog snapshot, the projections in Redis) now records the new one'
+            : `these still record the old one: ${left.join('; ')} — expected here, logged at error as "built from another events stream"`),
         undefined,
-        { streams: renamed },
+        { streams: renamed, ...identity },
       );
+    }
 
     let written = 0;
     let kept = 0;
@@ -624,6 +647,7 @@ Options:
       prefix,
       backup_created_at: manifest.created_at,
       streams: restored,
+      ...(identity !== null ? { stream_identity: identity } : {}),
       tokens: { records: tokens.records.length, restored: written, kept, ids: tokens.ids.length },
     };
     if (flag(args, 'json')) printJson(ctx.io, summary);
@@ -634,3 +658,48 @@ Options:
     return ExitCode.ok;
   },
 };
+
+/** What `restore` did about the restored events stream's new creation time (`--json`: `stream_identity`). */
+interface RestoredIdentity {
+  stream: string;
+  /** The creation time the backed-up stream reported, and the restored one's. */
+  backed_up: string;
+  restored: string;
+  watchdog_snapshot: SnapshotRestamp;
+  /** Per projection kept in Redis; null when Redis was not looked at (not named, or it did not answer: `projections_error`). */
+  projections: Record<string, RestampOutcome> | null;
+  projections_error?: string;
+}
+
+/**
+ * The restored events stream came back with another creation time (its identity) than the one the
+ * backup recorded: the watchdog's saved snapshot and the projections kept in Redis that recorded
+ * the old identity, and hold no more of the stream than it does, were folded from this very history
+ * — they record the new identity instead, so neither is thrown away at the next start. Null when the
+ * events stream kept its identity. Never fails the restore (the streams are back): what could not be
+ * done is said.
+ */
+async function adoptRestoredIdentity(
+  ctx: CliContext,
+  nats: Awaited<ReturnType<CliContext['nats']>>,
+  redisReached: unknown,
+  prefix: string,
+  renamed: ReadonlyArray<{ stream: string; backed_up: string; restored: string }>,
+  restored: ReadonlyArray<{ stream: string; last_seq: number }>,
+): Promise<RestoredIdentity | null> {
+  const events = batonStreamNames(prefix).events;
+  const change = renamed.find((r) => r.stream === events);
+  if (change === undefined) return null;
+  const lastSeq = restored.find((r) => r.stream === events)?.last_seq ?? 0;
+  const watchdog = await restampWatchdogSnapshot(nats, prefix, { eventsStream: events, from: change.backed_up, to: change.restored, lastSeq }).catch(
+    (): SnapshotRestamp => ({ outcome: 'unreadable' }),
+  );
+  const identity: RestoredIdentity = { stream: events, backed_up: change.backed_up, restored: change.restored, watchdog_snapshot: watchdog, projections: null };
+  if (redisReached === null && !ctx.namedServer('redis')) return identity;
+  try {
+    identity.projections = await restampEventsStream(await ctx.projections(), { from: change.backed_up, to: change.restored, throughSeq: lastSeq });
+  } catch (error) {
+    identity.projections_error = error instanceof Error ? error.message : String(error);
+  }
+  return identity;
+}

@@ -1,19 +1,23 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import { gunzip, gzip } from 'node:zlib';
-import { z } from 'zod';
 import {
   JsErrCode,
   jsErrCode,
   maxPayloadOf,
   provision,
   Retention,
+  SnapshotHeadSchema,
   Storage,
   StreamNotFound,
   streamReader,
+  watchdogSnapshotHeadSubject,
   watchdogSnapshotStream,
   type NatsHandle,
+  type SnapshotHead,
 } from '@baton/eventstore';
+
+export type { SnapshotHead } from '@baton/eventstore';
 
 const gzipAsync = promisify(gzip);
 const gunzipAsync = promisify(gunzip);
@@ -22,30 +26,6 @@ const UTF8 = new TextDecoder();
 
 /** Most bytes of one chunk (fewer when the server takes smaller messages). */
 const CHUNK_BYTES = 256 * 1024;
-
-/**
- * What the head of a saved snapshot says (written by {@link SnapshotStore.save}, checked when read):
- * which build and settings folded it (`fingerprint`), the events stream it was folded from (its
- * name and creation time: a stream made again is another history), through which sequence, and
- * where its chunks are.
- */
-const SnapshotHeadSchema = z.object({
-  fingerprint: z.string(),
-  events_stream: z.string(),
-  events_created: z.string(),
-  through_seq: z.number().int().min(0),
-  taken_at: z.string(),
-  /** The instance that saved it (logs). */
-  by: z.string(),
-  /** The generation its chunks were written under (`<prefix>.wd.chunk.<gen>.<n>`). */
-  gen: z.string().regex(/^[0-9a-f]+$/),
-  /** The stream sequence of each chunk, in order. */
-  chunks: z.array(z.number().int().positive()).min(1),
-  /** Bytes of the gzipped document, and its SHA-256 (hex). */
-  bytes: z.number().int().min(0),
-  sha256: z.string(),
-});
-export type SnapshotHead = z.infer<typeof SnapshotHeadSchema>;
 
 /** Which history a snapshot belongs to and how far it got. */
 export interface SnapshotPosition {
@@ -84,7 +64,7 @@ export class SnapshotStore {
     private readonly replicas: number,
   ) {
     this.stream = watchdogSnapshotStream(prefix);
-    this.head = `${prefix}.wd.head`;
+    this.head = watchdogSnapshotHeadSubject(prefix);
   }
 
   /** The name of the stream snapshots are kept in. */

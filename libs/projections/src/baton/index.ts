@@ -51,5 +51,12 @@ export {
 } from './scenario';
 export { createBatonViews, type BatonViews, type InboxQuery, type ScopedKind, type StopQuery, type StopRecord } from './views';
 export { projectRef, parseProjectRef, idLookupMember, idLookupRange, type ProjectRef } from './refs';
-export { PROJECTION_DURABLE, eventsStreamMark, jetStreamReplaySource, noticesPublishedThrough, type JetStreamReplayOptions } from './replay';
+export {
+  PROJECTION_DURABLE,
+  eventsStreamMark,
+  jetStreamReplaySource,
+  noticesPublishedThrough,
+  restampEventsStream,
+  type JetStreamReplayOptions,
+} from './replay';
 export { RangeFold, ProjectionGapError, ProjectionLostError, type EventRange, type RangeHooks, type RangeApplyResult } from './range';

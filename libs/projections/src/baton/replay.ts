@@ -1,7 +1,7 @@
 import type { EventRegistry, Rejection } from '@baton/contracts';
 import { batonStreamNames, decodeEvent, streamReader, type NatsHandle } from '@baton/eventstore';
-import type { ReplaySource, SequencedEvent } from '../store';
-import type { EventsStreamMark } from './projector';
+import type { ProjectionStore, ReplaySource, RestampOutcome, SequencedEvent } from '../store';
+import { batonProjections, type EventsStreamMark } from './projector';
 
 export interface JetStreamReplayOptions {
   nats: Pick<NatsHandle, 'js' | 'jsm'>;
@@ -57,6 +57,21 @@ export function jetStreamReplaySource(options: JetStreamReplayOptions): ReplaySo
 export async function eventsStreamMark(nats: Pick<NatsHandle, 'jsm'>, stream: string): Promise<EventsStreamMark> {
   const info = await nats.jsm.streams.info(stream);
   return { identity: info.created, lastSeq: info.state.last_seq };
+}
+
+/**
+ * The same events stream reads with a new identity (`to`, a restore gave it a new creation time):
+ * each of Baton's projections whose active generation recorded `from` and applied no more than
+ * `throughSeq` records `to` instead (`ProjectionStore.restampStream`), so the notifier does not
+ * rebuild it as if built from another stream. What each one did, by projection name.
+ */
+export async function restampEventsStream(
+  store: Pick<ProjectionStore, 'restampStream'>,
+  change: { from: string; to: string; throughSeq: number },
+): Promise<Record<string, RestampOutcome>> {
+  const outcomes: Record<string, RestampOutcome> = {};
+  for (const projection of batonProjections()) outcomes[projection.name] = await store.restampStream(projection.name, change);
+  return outcomes;
 }
 
 /** The notifier's durable consumer on the events stream: it feeds the live projections and the notices. */
