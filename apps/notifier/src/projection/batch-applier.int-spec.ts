@@ -10,7 +10,7 @@ import {
   type EventRange,
   type RedisHandle,
 } from '@baton/projections';
-import { ProjectionBatchApplier } from './batch-applier';
+import { ProjectionBatchApplier, type BatchApplierOptions } from './batch-applier';
 
 /*
  * When the projections keep failing to apply one event, the notifier's applier decides when to
@@ -79,18 +79,22 @@ function applierFailing(failingSeq: number, error: () => Error): { applier: Proj
       };
     },
   });
-  const applier = new ProjectionBatchApplier({
+  return { applier: applierOver(projector), projector: real, failures };
+}
+
+/** A batch applier over `projector` on the fake stream `X_EVENTS` (maxDeliver 3), publishing notices with `publishNotices`. */
+function applierOver(projector: BatonProjector, publishNotices: BatchApplierOptions['publishNotices'] = async () => undefined): ProjectionBatchApplier {
+  return new ProjectionBatchApplier({
     projector,
     registry: createEventRegistry(),
     nats,
     stream: 'X_EVENTS',
     prefix: 'x',
     maxDeliver: 3,
-    publishNotices: async () => undefined,
+    publishNotices,
     onApplied: () => undefined,
     logger: silent,
   });
-  return { applier, projector: real, failures };
 }
 
 const lastSeqs = async (projector: BatonProjector) => (await projector.status()).map((status) => status.lastSeq);
@@ -141,25 +145,15 @@ describe("a range's notices are published once by an applier", () => {
     const notice = log.find((event) => event.type === 'run.notice_emitted')!;
     const published: string[] = [];
     let moveOnce = false;
-    const applier = new ProjectionBatchApplier({
-      projector,
-      registry: createEventRegistry(),
-      nats,
-      stream: 'X_EVENTS',
-      prefix: 'x',
-      maxDeliver: 3,
-      publishNotices: async (events) => {
-        for (const event of events) if (event.type.endsWith('notice_emitted')) published.push(event.id);
-        if (!moveOnce) return;
-        moveOnce = false;
-        // Between this publish and its commit, a rebuild's swap put in a generation one event
-        // behind (a hand-over): the commit's compare-and-set is refused and the range folded again.
-        const base = `${prefix}:proj:notices`;
-        const generation = await redis.client.get(`${base}:active`);
-        await redis.client.hset(`${base}:g${generation}:~meta`, 'seq', String(notice.seq - 2));
-      },
-      onApplied: () => undefined,
-      logger: silent,
+    const applier = applierOver(projector, async (events) => {
+      for (const event of events) if (event.type.endsWith('notice_emitted')) published.push(event.id);
+      if (!moveOnce) return;
+      moveOnce = false;
+      // Between this publish and its commit, a rebuild's swap put in a generation one event
+      // behind (a hand-over): the commit's compare-and-set is refused and the range folded again.
+      const base = `${prefix}:proj:notices`;
+      const generation = await redis.client.get(`${base}:active`);
+      await redis.client.hset(`${base}:g${generation}:~meta`, 'seq', String(notice.seq - 2));
     });
     const before = Array.from({ length: notice.seq - 1 }, (_, i) => i + 1);
     expect((await applier.handle(messages(before, 1))).size).toBe(0);
