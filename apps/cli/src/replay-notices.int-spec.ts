@@ -5,13 +5,16 @@ import { batonStreamNames, batonTopology, connectNats, eventHeaders, headersFrom
 import {
   PROJECTION_DURABLE,
   batonProjections,
+  createBatonProjector,
   createProjectionStore,
   createRedis,
   foldScenario,
+  jetStreamReplaySource,
   scenarioEnvelope,
   scenarioSteps,
   type ProjectionStore,
   type RedisHandle,
+  type SequencedEvent,
 } from '@baton/projections';
 import { main } from './main';
 import { bufferedIo } from './output';
@@ -114,11 +117,44 @@ describe('baton replay of a lost notices projection (real NATS and Redis)', () =
     const statuses = await Promise.all(batonProjections().map(async (p) => [p.name, (await store.status(p)).lastSeq] as const));
     expect(Object.fromEntries(statuses)).toEqual(Object.fromEntries(PROJECTIONS.map((name) => [name, name === 'notices' ? floor : last])));
 
-    // The text says so too (a second replay of a projection that is live again runs to the end).
+    // A second replay, of a projection that is live again, still stops there: no notifier has
+    // applied the events after it, and their notices are still to be published.
     const again = await baton('replay', '--projection', 'notices');
     expect(again.code).toBe(0);
-    expect(again.out).toContain(`(to seq ${last})`);
+    expect(again.out).toContain(`(to seq ${floor})`);
     expect(again.out).not.toContain('Redis had lost it');
+    expect(again.out).toContain(`no notifier has applied the events after seq ${floor} (none ran since they were stored), so it stops there`);
+  });
+
+  it('a live notices projection is rebuilt only to what it has applied when no notifier applied the events after it (stored while none ran): their notices are still published', async () => {
+    const last = await fill(3);
+    const applied = Math.floor(last / 2);
+    // A notifier applied the first `applied` events (acknowledging fewer) and stopped; more were stored since.
+    await notifierAcknowledged(applied - 4);
+    const projector = createBatonProjector({ store });
+    const events = jetStreamReplaySource({ nats, prefix, registry });
+    const head: SequencedEvent[] = [];
+    for await (const event of events(1)) {
+      if (event.seq > applied) break;
+      head.push(event);
+    }
+    await projector.applyRange({ fromSeq: 1, toSeq: applied, events: head });
+    const replay = await baton('replay', '--json', '--projection', 'notices');
+    expect({ code: replay.code, err: replay.err }).toEqual({ code: 0, err: '' });
+    expect(JSON.parse(replay.out)).toEqual([
+      expect.objectContaining({ projection: 'notices', status: 'swapped', last_seq: applied, notices_from_seq: applied + 1 }),
+    ]);
+    expect((await store.status({ name: 'notices', version: 0 })).lastSeq).toBe(applied);
+    // Once a notifier has applied everything, a replay runs to the end and names no sequence.
+    const rest: SequencedEvent[] = [];
+    for await (const event of events(applied + 1)) {
+      rest.push(event);
+      if (event.seq === last) break;
+    }
+    await projector.applyRange({ fromSeq: applied + 1, toSeq: last, events: rest });
+    const caughtUp = await baton('replay', '--json', '--projection', 'notices');
+    expect(JSON.parse(caughtUp.out)).toEqual([expect.objectContaining({ projection: 'notices', status: 'swapped', last_seq: last })]);
+    expect((JSON.parse(caughtUp.out) as SwappedOutcome[])[0]).not.toHaveProperty('notices_from_seq');
   });
 
   it('the text output names the first sequence a notifier will publish notices for', async () => {

@@ -96,8 +96,9 @@ export interface RebuildManyOptions {
   /**
    * Fold no event after this sequence — one for all, or one per projection name (a comparison
    * with live projections, each folded up to what it has applied). A rebuild swaps in a shadow
-   * folded up to its bound, and the live applier applies the events after it (a lost `notices`
-   * projection rebuilt up to what was published before the loss: the notifier publishes the rest).
+   * folded up to its bound, and the live applier applies the events after it (`notices` rebuilt up
+   * to what was published: the notifier publishes the rest). A rebuild's bound rises to the live
+   * generation's last sequence when that has moved past it (its applier acted on those events).
    */
   untilSeq?: number | Readonly<Record<string, number>>;
   /** Who runs it (shown by the API: `baton replay`, `notifier-1`...). */
@@ -507,6 +508,11 @@ export async function runRebuild(
           shadow.dropped = await dropOrLeave(backend, shadow);
         } else if (round >= maxRounds) {
           fail(shadow, new RebuildBehindError(shadow.target.name, swap.shadowSeq, swap.activeSeq));
+        } else if (Number.isFinite(shadow.bound) && swap.activeSeq > shadow.bound) {
+          // A bounded shadow (folded no further than what the live side had acted on — `notices`, up
+          // to the notices published) behind a live generation that has moved on: the live applier
+          // has applied, and acted on, those events since, so the next round folds up to them too.
+          shadow.bound = swap.activeSeq;
         }
         // 'behind': the live applier has committed past the shadow; the next round reads on from lastSeq.
       }

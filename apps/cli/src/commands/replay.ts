@@ -3,6 +3,7 @@ import {
   createBatonProjector,
   eventsStreamMark,
   noticesPublishedThrough,
+  PROJECTION_DURABLE,
   RebuildAbortedError,
   RebuildIncompleteError,
   RedisFullError,
@@ -14,7 +15,8 @@ import {
 } from '@baton/projections';
 import type { Command } from '../command';
 import { flag, int, parseCommandArgs, str } from '../command';
-import { CliError, CliErrorCode, ExitCode, natsReadFailure, UsageError } from '../errors';
+import type { CliContext } from '../context';
+import { CliError, CliErrorCode, CliWarningCode, ExitCode, natsReadFailure, UsageError } from '../errors';
 import { printJson } from '../output';
 import { formatCount, ProgressLine, progressIo } from '../progress';
 import {
@@ -115,13 +117,7 @@ export function incompleteFailure(error: RebuildIncompleteError): CliError {
  * live generation is rebuilt at any version.
  */
 async function refuseVersionChange(store: ProjectionStore, projections: readonly AnyFoldingProjection[]): Promise<void> {
-  const skewed: Array<{ projection: string; version: number; live_version: number }> = [];
-  for (const projection of projections) {
-    const status = await store.status(projection);
-    if (status.activeGeneration !== null && status.storedVersion !== null && status.storedVersion !== projection.version) {
-      skewed.push({ projection: projection.name, version: projection.version, live_version: status.storedVersion });
-    }
-  }
+  const skewed = await versionSkew(store, projections);
   if (skewed.length === 0) return;
   const list = skewed.map((s) => `${s.projection} (live version ${s.live_version}, this baton's ${s.version})`).join(', ');
   throw new CliError(
@@ -129,6 +125,47 @@ async function refuseVersionChange(store: ProjectionStore, projections: readonly
       'A notifier rebuilds its projections to its own version at start: run the replay with the baton of the notifier`s release, ' +
       'or upgrade every notifier; --allow-version-change rebuilds anyway (only when no notifier of the other release is running)',
     { code: CliErrorCode.projectionVersionMismatch, details: { projections: skewed } },
+  );
+}
+
+/** The projections whose live generation another version of their definition than this baton's wrote. */
+async function versionSkew(
+  store: ProjectionStore,
+  projections: readonly AnyFoldingProjection[],
+): Promise<Array<{ projection: string; version: number; live_version: number }>> {
+  const skewed: Array<{ projection: string; version: number; live_version: number }> = [];
+  for (const projection of projections) {
+    const status = await store.status(projection);
+    if (status.activeGeneration !== null && status.storedVersion !== null && status.storedVersion !== projection.version) {
+      skewed.push({ projection: projection.name, version: projection.version, live_version: status.storedVersion });
+    }
+  }
+  return skewed;
+}
+
+/**
+ * `--allow-version-change` while a notifier applies the projections (the notifiers' projection
+ * consumer has pull requests waiting: one is running): said (`notifier_running`), since a notifier
+ * of the release that built them rebuilds them back at its next check — the rollback runbook stops
+ * those notifiers first. Not a refusal: a notifier of this baton's own release may be the one
+ * waiting (it stands back meanwhile and resumes after the swap).
+ */
+async function warnNotifierRunning(ctx: CliContext, store: ProjectionStore, projections: readonly AnyFoldingProjection[]): Promise<void> {
+  const skewed = await versionSkew(store, projections);
+  if (skewed.length === 0) return;
+  const nats = await ctx.nats();
+  const waiting = await nats.jsm.consumers.info(batonStreamNames(ctx.config().BATON_PREFIX).events, PROJECTION_DURABLE).then(
+    (info) => info.num_waiting,
+    () => 0,
+  );
+  if (waiting === 0) return;
+  const list = skewed.map((s) => `${s.projection} (live version ${s.live_version}, this baton's ${s.version})`).join(', ');
+  ctx.warn(
+    CliWarningCode.notifierRunning,
+    `a notifier is applying the projections now (its consumer has ${waiting} pull requests waiting) while this rebuilds ${list}: ` +
+      'a notifier of the release that built them rebuilds them back at its next check — stop those notifiers first',
+    undefined,
+    { projections: skewed, waiting },
   );
 }
 
@@ -149,9 +186,10 @@ warnings' one line {"warnings":[…]}). Ctrl-C stops the rebuild between
 two events, swaps nothing in and deletes its shadows: the live projections are untouched (exit 130);
 the notifier's API shows a running rebuild (GET /v1/projections).
 
-A notices projection Redis lost is rebuilt only to where the notifiers had published notices (the
-notifier's projection consumer's ack floor): a notifier then publishes the notices of the events
-after it as it applies them (its line says from which seq; notices_from_seq in --json).
+The notices projection is rebuilt only to where the notifiers had published notices (its live
+generation's last sequence, or the notifier's projection consumer's ack floor when Redis lost it):
+a notifier then publishes the notices of the events after it as it applies them (its line says
+from which seq; notices_from_seq in --json).
 
 Replaying from a point (--from-seq N, or --from-time T = the first sequence stored at or after T):
 a projection is a fold, so a replay that starts at N is only meaningful on top of the state as of
@@ -206,6 +244,7 @@ Options:
       if (fromTime !== undefined) fromSeq = await firstSeqAtOrAfter(ctx, fromTime);
       const store = await ctx.projections();
       if (!dryRun && !flag(args, 'allow-version-change')) await refuseVersionChange(store, projections);
+      else if (!dryRun) await warnNotifierRunning(ctx, store, projections);
       const read = await eventSource(ctx);
       // Past the end there is nothing to replay from: the "seeded to N-1" a replay would report would not exist.
       if (fromSeq !== undefined && fromSeq > read.lastSeq + 1)
@@ -277,7 +316,8 @@ Options:
       // `notices` lost from Redis: rebuilt only to what the notifiers had published, so that the
       // notices of the events after it — stored while Redis was lost — are still published, by the
       // notifier's live applier, instead of never. Not with a starting point: the SRE chose it.
-      const noticesUntil = start === undefined ? await lostNoticesBound(store, projections, nats, ctx.config().BATON_PREFIX, lastSeq) : null;
+      const noticesUntil =
+        start === undefined ? await unpublishedNoticesBound(store, projections, nats, ctx.config().BATON_PREFIX, lastSeq, replaced.includes('notices')) : null;
       const began = Date.now();
       // Projections swap in at the end of different catch-up rounds: each is reported with the
       // events read up to its own last sequence (what the read had counted when that round began).
@@ -319,7 +359,7 @@ Options:
             ...(result.handedOver ? { handed_over: { from_seq: result.handedOver.fromSeq, to_seq: result.handedOver.toSeq } } : {}),
             seconds: Math.round(seconds * 100) / 100,
             events_per_s: seconds > 0 ? Math.round((events + seeded) / seconds) : 0,
-            ...(projection.name === 'notices' && noticesUntil !== null ? { notices_from_seq: result.lastSeq + 1 } : {}),
+            ...(projection.name === 'notices' && noticesUntil !== null && result.lastSeq < lastSeq ? { notices_from_seq: result.lastSeq + 1 } : {}),
           });
           if (!json) {
             const from = start !== undefined ? ` (seeded with ${seeded} events to seq ${start - 1}, replayed from seq ${start})` : '';
@@ -329,8 +369,10 @@ Options:
                 (result.handedOver
                   ? `; live traffic kept it ahead, so it was handed over at seq ${result.handedOver.fromSeq - 1} and seq ${result.handedOver.fromSeq}..${result.handedOver.toSeq} applied after the swap`
                   : '') +
-                (projection.name === 'notices' && noticesUntil !== null
-                  ? `; Redis had lost it, so it stops where the notifiers had published notices: a notifier publishes the notices of seq ${result.lastSeq + 1} on as it applies them`
+                (projection.name === 'notices' && noticesUntil !== null && result.lastSeq < lastSeq
+                  ? noticesUntil.lost
+                    ? `; Redis had lost it, so it stops where the notifiers had published notices: a notifier publishes the notices of seq ${result.lastSeq + 1} on as it applies them`
+                    : `; no notifier has applied the events after seq ${result.lastSeq} (none ran since they were stored), so it stops there: a notifier publishes the notices of seq ${result.lastSeq + 1} on as it applies them`
                   : '') +
                 '\n',
             );
@@ -347,7 +389,7 @@ Options:
           by: 'baton replay',
           targetSeq: lastSeq,
           ...(replaceAhead ? { replaceAhead } : {}),
-          ...(noticesUntil !== null ? { untilSeq: { notices: noticesUntil } } : {}),
+          ...(noticesUntil !== null ? { untilSeq: { notices: noticesUntil.seq } } : {}),
           totalEvents: total,
           // A note once set stays on the line until replaced: the seeding note gives way to the replay's.
           onProgress: remembering(
@@ -399,21 +441,29 @@ Options:
 };
 
 /**
- * Where `baton replay` rebuilds a `notices` projection Redis lost (no active generation): the
- * notifier's projection consumer's ack floor, when that consumer exists and is behind the stream
- * (the events after it never had their notices published). Null otherwise — `notices` not
- * selected, still live, no notifier ever ran here, or nothing unpublished — and the fold runs to
- * the end as for every other projection.
+ * Where `baton replay` rebuilds `notices` to: no further than the notifiers have published notices
+ * — the live generation's last sequence, or the projection consumer's ack floor if higher (every
+ * event up to it was applied, its notice published) —, so that the events no notifier has applied
+ * yet (stored while none ran, or while Redis was lost: `lost`, no live generation) keep their
+ * notices, which a notifier publishes as it applies them. A rebuild that finds a notifier moving
+ * the live generation on follows it (the rebuilder raises the bound). Null — fold to the end as for
+ * every other projection — when `notices` is not selected, nothing is unpublished, it was built
+ * from another events stream (`replaced`: its sequences are another stream's) or, with no live
+ * generation, no notifier ever ran here (a new deployment's history gets no notices).
  */
-async function lostNoticesBound(
+async function unpublishedNoticesBound(
   store: ProjectionStore,
   projections: readonly AnyFoldingProjection[],
   nats: Pick<NatsHandle, 'jsm'>,
   prefix: string,
   lastSeq: number,
-): Promise<number | null> {
+  replaced: boolean,
+): Promise<{ seq: number; lost: boolean } | null> {
   const notices = projections.find((p) => p.name === 'notices');
-  if (notices === undefined || (await store.status(notices)).activeGeneration !== null) return null;
+  if (notices === undefined || replaced) return null;
+  const live = await store.status(notices);
   const through = await noticesPublishedThrough(nats, prefix);
-  return through === null || through >= lastSeq ? null : through;
+  const lost = live.activeGeneration === null;
+  const published = lost ? through : Math.max(live.lastSeq, through ?? 0);
+  return published === null || published >= lastSeq ? null : { seq: published, lost };
 }

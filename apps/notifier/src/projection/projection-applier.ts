@@ -283,6 +283,19 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
       return;
     }
     if (newer.length > 0) return this.standBack(newer);
+    // A projection it stood back from that Redis lost meanwhile is the newer release's to rebuild:
+    // rebuilt here at this release's version, the newer notifiers would rebuild it back.
+    const stoodFrom = this.standing.view()?.projections.map((p) => p.projection) ?? [];
+    if (stoodFrom.length > 0) {
+      let missing: string[];
+      try {
+        missing = (await this.projector.status()).filter((s) => s.activeGeneration === null && stoodFrom.includes(s.projection)).map((s) => s.projection);
+      } catch (error) {
+        logger.error('projection check failed; retrying at the next check', error instanceof Error ? error : { error: String(error) });
+        return;
+      }
+      if (missing.length > 0) return;
+    }
     if (this.standing.leave()) {
       logger.warn('no projection is of a newer release any more: this notifier applies them again');
       if (this.standBackTimer) clearInterval(this.standBackTimer);
@@ -364,8 +377,12 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
           reason: rebuilt.reason,
           status: rebuilt.result.status,
           ...(rebuilt.result.status === 'swapped' ? { last_seq: rebuilt.result.lastSeq } : {}),
-          // A lost `notices` rebuilt up to what was published: the live applier publishes from here.
-          ...(rebuilt.projection === 'notices' && rebuilt.reason === 'no_active_generation' && rebuilt.result.status === 'swapped'
+          // `notices` rebuilt up to what was published (lost, or of another version): the live
+          // applier publishes from here.
+          ...(rebuilt.projection === 'notices' &&
+          (rebuilt.reason === 'no_active_generation' || rebuilt.reason === 'version_changed') &&
+          rebuilt.result.status === 'swapped' &&
+          (rebuilt.reason === 'no_active_generation' || (stream !== null && rebuilt.result.lastSeq < stream.last_seq))
             ? { notices_from_seq: rebuilt.result.lastSeq + 1 }
             : {}),
         };

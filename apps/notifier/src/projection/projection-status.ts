@@ -177,7 +177,8 @@ export class ProjectionStatus {
         active_generation: status.activeGeneration,
         last_seq: status.lastSeq,
         stored_version: status.storedVersion,
-        needs_rebuild: status.needsRebuild,
+        // Not by this notifier: a projection a newer release built is left to that release.
+        needs_rebuild: status.needsRebuild && !(status.storedVersion !== null && status.storedVersion > version),
         behind_by: behindBy,
         // Its events wait for room in Redis (those it had applied stay readable).
         behind_reason: redis.full && behindBy !== 0 ? 'redis_full' : null,

@@ -1,7 +1,9 @@
+import type { RunningService } from '@baton/platform';
 import { batonProjections } from '@baton/projections';
 import { HealthReadySchema, ProjectionsResponseSchema } from '../api/schemas';
 import { startFixture, startRun, type NotifierFixture } from '../web/console-fixture.int-support';
-import { captureNotifierLog } from './scenario-stream.int-support';
+import { startNotifier } from '../main';
+import { captureNotifierLog, countNotices, scenarioStream } from './scenario-stream.int-support';
 import { projectionPrefix } from './tokens';
 
 /*
@@ -17,6 +19,8 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 const runsVersion = batonProjections().find((p) => p.name === 'runs')!.version;
 let fx: NotifierFixture;
 let log: ReturnType<typeof captureNotifierLog>;
+/** The notifier the last test starts in place of the fixture's (which `fx.close` does not know of). */
+let restarted: RunningService | undefined;
 
 beforeAll(async () => {
   log = captureNotifierLog();
@@ -28,6 +32,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
+  await restarted?.stop();
   await fx?.close();
   log?.restore();
 });
@@ -36,7 +41,7 @@ afterAll(async () => {
 const logged = (start: string, from = 0) =>
   log.lines
     .slice(from)
-    .map((line) => JSON.parse(line) as { msg: string; level: string; projections?: string; projection?: string })
+    .map((line) => JSON.parse(line) as { msg: string; level: string; projections?: string; projection?: string; reason?: string })
     .filter((l) => l.msg.startsWith(start));
 
 async function runsMeta(): Promise<{ key: string; generation: string }> {
@@ -90,6 +95,15 @@ it('a projection a newer release built: the notifier stands back — applies, re
   expect(await fx.redis.client.hmget(meta.key, 'version', 'seq')).toEqual([String(runsVersion + 1), stoodAt]);
   expect((await ready()).status).toBe(503);
 
+  // Redis loses runs meanwhile: it is the newer release's to rebuild, not this notifier's (which
+  // would rebuild it at its own version, and the newer notifiers back again).
+  const runsActive = `${projectionPrefix(fx.prefix)}:runs:active`;
+  await fx.redis.client.del(runsActive);
+  await sleep(1_000);
+  expect(await fx.redis.client.get(runsActive)).toBeNull();
+  expect((await ready()).status).toBe(503);
+  await fx.redis.client.set(runsActive, meta.generation);
+
   // A rollback rebuilt runs to this release's version: the notifier resumes by itself and catches up.
   await fx.redis.client.hset(meta.key, 'version', String(runsVersion));
   await until('ready again', async () => ((await ready()).status === 200 ? true : null));
@@ -121,4 +135,35 @@ it('a projection an older release built (a rollback replay while this release ru
   ]);
   await fx.caughtUp(15_000);
   expect((await ready()).status).toBe(200);
+}, 60_000);
+
+it('notices built by an older release, with events stored while no notifier ran: rebuilt only to what was published, so those events still get their notices, once', async () => {
+  await fx.service.stop();
+  const stream = scenarioStream(fx.nats, fx.prefix);
+  const seen = await countNotices(fx.nats, fx.prefix);
+  await stream.publish(0);
+  await stream.publish(1);
+  const noticesBase = `${projectionPrefix(fx.prefix)}:notices`;
+  const noticesMeta = `${noticesBase}:g${await fx.redis.client.get(`${noticesBase}:active`)}:~meta`;
+  const noticesVersion = batonProjections().find((p) => p.name === 'notices')!.version;
+  const appliedBefore = Number(await fx.redis.client.hget(noticesMeta, 'seq'));
+  await fx.redis.client.hset(noticesMeta, 'version', String(noticesVersion - 1));
+  const mark = log.lines.length;
+  // This release's notifier starts: it rebuilds notices (version_changed) — not past what was published.
+  restarted = await startNotifier({
+    ...process.env,
+    BATON_PREFIX: fx.prefix,
+    HTTP_PORT: '0',
+    LOG_LEVEL: 'info',
+    NOTIFIER_ANSWER_WAIT_MS: '200',
+    NOTIFIER_PROJECTION_CHECK_MS: '200',
+  });
+  await fx.caughtUp(15_000);
+  await fx.nats.connection.flush();
+  await until('every notice', async () => (seen.size === 2 * stream.noticesPerProject ? true : null));
+  await sleep(300);
+  expect([...seen.values()]).toEqual(Array(2 * stream.noticesPerProject).fill(1));
+  expect(logged('projection rebuilt at start', mark)).toEqual([
+    expect.objectContaining({ projection: 'notices', reason: 'version_changed', last_seq: appliedBefore, notices_from_seq: appliedBefore + 1 }),
+  ]);
 }, 60_000);

@@ -46,11 +46,13 @@ export type RebuildReason = 'no_active_generation' | 'version_changed' | 'stream
 export interface EnsureCurrentOptions extends RebuildOptions {
   /**
    * Per projection name, the last sequence to fold when it is rebuilt because it has no active
-   * generation (`no_active_generation`: Redis lost it); the live applier applies the events after
-   * it. Called with those projections' names once the rebuild holds the projector (no `applyRange`
-   * runs meanwhile, so nothing the live applier does after the call can be missed by it). The
-   * notifier bounds `notices` at what it had published before the loss, so that the events the
-   * loss kept it from applying get their notices from the live applier and the others none again.
+   * generation (`no_active_generation`: Redis lost it) or was built by another version of its
+   * definition (`version_changed`: never below what that generation has applied); the live applier
+   * applies the events after it. Called with those projections' names once the rebuild holds the
+   * projector (no `applyRange` runs meanwhile, so nothing the live applier does after the call can
+   * be missed by it). The notifier bounds `notices` at what it had published, so that the events no
+   * notifier applied — stored while Redis was lost, or while no notifier ran before an upgrade —
+   * get their notices from the live applier, and the others none again.
    */
   lostUntil?: (projections: readonly string[]) => Promise<Readonly<Record<string, number>>>;
 }
@@ -283,7 +285,7 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
     },
     builtFromAnotherStream,
     async ensureCurrent(source, rebuildOptions, stream) {
-      const stale: Array<{ projection: AnyFoldingProjection; reason: RebuildReason }> = [];
+      const stale: Array<{ projection: AnyFoldingProjection; reason: RebuildReason; lastSeq: number }> = [];
       const replacedNames = new Set(stream ? await builtFromAnotherStream(stream) : []);
       for (const projection of projections) {
         const status = await store.status(projection);
@@ -297,16 +299,23 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
               : replacedNames.has(projection.name)
                 ? 'stream_replaced'
                 : null;
-        if (reason !== null) stale.push({ projection, reason });
+        if (reason !== null) stale.push({ projection, reason, lastSeq: status.lastSeq });
       }
       if (stale.length === 0) return [];
       const replaced = stale.some(({ reason }) => reason === 'stream_replaced');
       const { lostUntil, ...options } = rebuildOptions ?? {};
-      const lost = stale.filter(({ reason }) => reason === 'no_active_generation').map(({ projection }) => projection.name);
+      // Bounded: what Redis lost, and what another version built (from what it had applied on).
+      const bounded = stale.filter(({ reason }) => reason === 'no_active_generation' || reason === 'version_changed');
+      const lost = bounded.map(({ projection }) => projection.name);
       // Rebuild the stale ones together over one read of the stream.
       const results = await serial(async () => {
         const bounds = lostUntil && lost.length > 0 ? await lostUntil(lost) : {};
-        const untilSeq = Object.fromEntries(Object.entries(bounds).filter(([name]) => lost.includes(name)));
+        const untilSeq = Object.fromEntries(
+          bounded.flatMap(({ projection, lastSeq }) => {
+            const bound = bounds[projection.name];
+            return bound === undefined ? [] : [[projection.name, Math.max(bound, lastSeq)]];
+          }),
+        );
         return rebuildList(
           stale.map(({ projection }) => projection),
           source,
