@@ -198,6 +198,12 @@ const groups = {
   deadLetters: deadLetterCodes,
 };
 
+/** npm start's refusals: `[start] error (<code>)` in scripts/start.js and the NatsListenError codes of scripts/nats-listen.js. */
+const startCodes = [
+  ...[...read('scripts/start.js').matchAll(/\[start\] error \(([a-z_]+)\)/g)].map((m) => m[1]!),
+  ...[...read('scripts/nats-listen.js').matchAll(/new NatsListenError\(\s*'([a-z_]+)'/g)].map((m) => m[1]!),
+];
+
 const sections: Section[] = [
   { title: 'Input rejections', must: values(RejectionCode), takes: ['ledger', 'router'] },
   {
@@ -221,6 +227,7 @@ const sections: Section[] = [
   { title: 'CLI failure codes', must: cliCodes },
   { title: 'CLI warning codes', must: cliWarningCodes },
   { title: 'Agent edge answers', must: [...EdgeRefusalReasons] },
+  { title: 'npm start refusals', must: startCodes },
 ];
 
 // --- what the page lists --------------------------------------------------------------------------
@@ -256,6 +263,7 @@ describe(`${PAGE} lists every code a client can receive`, () => {
     expect(deadLetterCodes).toEqual(expect.arrayContaining(['ledger_refused', 'policy_refused', 'no_handler']));
     expect(exitCodes).toEqual(expect.arrayContaining(['0', '1', '2', '130']));
     expect(cliWarningCodes).toEqual(expect.arrayContaining(['creds_allow_responses', 'projections_unavailable', 'restart_required']));
+    expect(startCodes).toEqual(expect.arrayContaining(['already_running', 'store_in_use', 'store_left_behind', 'nats_port_in_use', 'nats_server_exited']));
   });
 
   it('every table row sits under a section this test knows', () => {

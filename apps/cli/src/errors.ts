@@ -48,7 +48,7 @@ export class UsageError extends Error {
 
 /**
  * The codes of the CLI's own failures (a refusal by Baton keeps the code Baton answered with).
- * With `--json` a failure is written to stderr as `{"error":{"code","message","issues"?,"details"?}}`.
+ * With `--json` a failure is written to stderr as `{"error":{"code","message","issues","details"?}}`.
  */
 export const CliErrorCode = {
   /** Anything without a more precise code. */
@@ -174,8 +174,9 @@ export const CliWarningCode = {
   unknownDlqSource: 'unknown_dlq_source',
   /**
    * `restore`: a stream came back with another creation time than the backed-up one (its server had
-   * restarted since the stream was made; `details.streams`): the watchdog rereads the events stream
-   * once, projections kept in Redis are rebuilt.
+   * restarted since the stream was made; `details.streams`); for the events stream, what recorded
+   * the old one was moved to the new one where it holds the same history, the rest is reread or
+   * rebuilt (`details.watchdog_snapshot`, `details.projections`).
    */
   streamIdentityChanged: 'stream_identity_changed',
   /**
@@ -192,6 +193,12 @@ export const CliWarningCode = {
   niceRefused: 'nice_refused',
   /** `replay` / `verify` heard Ctrl-C, SIGTERM or SIGHUP: the message says what it does about it. */
   signal: 'signal',
+  /**
+   * `replay --allow-version-change` of a projection another release built while a notifier is
+   * applying the projections (its consumer has pull requests waiting): a notifier of that release
+   * rebuilds it back at its next check (`details`: projections, waiting).
+   */
+  notifierRunning: 'notifier_running',
   /** `replay`: projections were built from another events stream (it was recreated): they are replaced. */
   streamRecreated: 'stream_recreated',
   /** `replay`: deleting a swapped-out generation failed (its keys stay behind). */

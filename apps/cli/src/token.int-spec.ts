@@ -230,6 +230,23 @@ describe('baton token: expiry at creation, shown in the list (real Redis)', () =
     expect(after.err).not.toContain('share the name');
   });
 
+  it('each subcommand takes its own options only: revoke --dry-run, create --dry-run, list --rotate are usage errors (exit 2) that change nothing', async () => {
+    const store = new ApiTokenStore(redis.client, prefix, key);
+    const made = JSON.parse((await baton('token', 'create', '--role', 'viewer', '--project', 'beta', '--name', 'dry', '--json')).out) as { token_id: string };
+    const dryRevoke = await baton('token', 'revoke', made.token_id, '--dry-run', '--json');
+    expect(dryRevoke.code).toBe(2);
+    expect(JSON.parse(dryRevoke.err)).toMatchObject({
+      error: { code: 'usage', message: expect.stringContaining('unknown option --dry-run (this command takes --json') },
+    });
+    expect(await store.valid(made.token_id, Date.now())).toMatchObject({ ok: true });
+    const before = (await redis.client.smembers(ApiTokenKeys.tokens(prefix))).length;
+    expect((await baton('token', 'create', '--role', 'viewer', '--project', 'beta', '--name', 'dry2', '--dry-run')).code).toBe(2);
+    expect((await redis.client.smembers(ApiTokenKeys.tokens(prefix))).length).toBe(before);
+    expect((await baton('token', 'list', '--rotate')).code).toBe(2);
+    expect((await baton('token', 'sign-existing', '--role', 'viewer')).code).toBe(2);
+    expect((await baton('token', 'list', 'extra')).code).toBe(2);
+  });
+
   it('revoke of a malformed token id is a usage error (exit 2), not not_found', async () => {
     const malformed = await baton('token', 'revoke', 'nothex', '--json');
     expect(malformed.code).toBe(2);

@@ -493,6 +493,28 @@ function expiryOf(args: ParsedArgs, now: number): string | null {
   return null;
 }
 
+const JSON_OPTION = { json: { type: 'boolean' } } as const;
+
+/** The options (and how many positional arguments) each `token` subcommand takes; any other is a usage error. */
+const TOKEN_OPTIONS: Readonly<Record<string, { options: Parameters<typeof parseCommandArgs>[1]; positionals: number }>> = {
+  create: {
+    options: {
+      role: { type: 'string' },
+      project: { type: 'string', multiple: true },
+      'all-projects': { type: 'boolean' },
+      name: { type: 'string' },
+      rotate: { type: 'boolean' },
+      'expires-in': { type: 'string' },
+      'expires-at': { type: 'string' },
+      ...JSON_OPTION,
+    },
+    positionals: 0,
+  },
+  list: { options: JSON_OPTION, positionals: 0 },
+  revoke: { options: JSON_OPTION, positionals: 1 },
+  'sign-existing': { options: { 'dry-run': { type: 'boolean' }, ...JSON_OPTION }, positionals: 0 },
+};
+
 export const tokenCommand: Command = {
   name: 'token',
   summary: 'create, list, revoke or sign operator API tokens (roles viewer / operator / admin, per project)',
@@ -581,24 +603,17 @@ Options (list, revoke, sign-existing):
 `,
   async run(argv, ctx) {
     const [sub, ...rest] = argv;
-    const args = parseCommandArgs(
-      rest,
-      {
-        role: { type: 'string' },
-        project: { type: 'string', multiple: true },
-        'all-projects': { type: 'boolean' },
-        name: { type: 'string' },
-        rotate: { type: 'boolean' },
-        'expires-in': { type: 'string' },
-        'expires-at': { type: 'string' },
-        'dry-run': { type: 'boolean' },
-        json: { type: 'boolean' },
-      },
-      { min: 0, max: 1 },
-    );
-    if (args.help || sub === undefined || sub === '--help' || sub === '-h') {
+    if (sub === undefined || sub === '--help' || sub === '-h') {
       ctx.io.stdout.write(this.help);
       return sub === undefined ? ExitCode.usage : ExitCode.ok;
+    }
+    const taken = TOKEN_OPTIONS[sub];
+    if (taken === undefined) throw new UsageError(`unknown subcommand "${sub}" (create, list, revoke, sign-existing)`);
+    // Each subcommand takes its own options only: `revoke <id> --dry-run` is refused, never a revocation.
+    const args = parseCommandArgs(rest, taken.options, { min: 0, max: taken.positionals });
+    if (args.help) {
+      ctx.io.stdout.write(this.help);
+      return ExitCode.ok;
     }
     switch (sub) {
       case 'create':

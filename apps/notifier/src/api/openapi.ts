@@ -134,11 +134,18 @@ function withCommonResponses(paths: Record<string, Record<string, { responses: R
     for (const [method, operation] of Object.entries(operations)) {
       const common: Record<string, unknown> = {
         '401': {
-          ...error('`unauthenticated`: no token, or one unknown, revoked or expired'),
+          ...error(
+            '`unauthenticated`: no valid token; `error.details.reason` says why: `missing`, `malformed`, `unknown`, `unsigned`, `expired`, `revoked` or `session_ended`',
+          ),
           headers: { 'WWW-Authenticate': { description: '`Bearer`', schema: { type: 'string' } } },
         },
         '429': { ...error('`too_many_auth_failures`: this client address failed to authenticate too often this minute'), headers: retryAfter },
-        '503': { ...error(`\`projections_unavailable\`: Redis did not answer in time; ${REVOCATIONS_UNAVAILABLE}`), headers: retryAfter },
+        '503': {
+          ...error(
+            `\`projections_unavailable\`: Redis did not answer in time; ${REVOCATIONS_UNAVAILABLE}${method === 'post' ? '; `redis_full`: Redis refused the write for being full (maxmemory), reads still answer' : ''}`,
+          ),
+          headers: retryAfter,
+        },
         ...(method === 'post'
           ? { '413': error('`payload_too_large`: the body (or a form with more than 1,000 fields) is over the limit'), '415': unreadable }
           : {}),
@@ -379,7 +386,7 @@ export function buildOpenApiDocument(): object {
       title: 'Baton operator API',
       version: '1.0.0',
       description:
-        "The notifier service: the operator inbox, stop packets, handoff and run views (Redis projections of the event streams), mesh run views (read from the events stream), and the operator actions (answer a stop packet or a hold, accept or rework a completion handback, withdraw an open handoff). Every `/v1` route needs `Authorization: Bearer <token>` (made with `baton token create`; roles viewer / operator / admin, scoped to projects): a caller sees and answers only its projects (another project's item answers 404), a viewer cannot answer (403 `role_forbidden`, `error.details.required_role` naming the least role that may: `operator`, or `admin` for the kill switch), and `answered_by` / `actor_role` / the decision's and the abandon's actor come from the token, never from the body: a body's `answered_by` or `actor` may only repeat the token's name (another is 403 `identity_mismatch`, nothing sent). Each POST body's schema is published as `docs/schemas/<name>-request.json` (the requestBody's `description` names the file). 401 `unauthenticated` without a valid token (tokens may expire; `error.details.reason`: `missing`, `malformed`, `unknown`, `unsigned` (the token's record is not signed with the deployment's token key), `expired`, `revoked` or `session_ended`), before any refusal of the request's body; 503 `revocations_unavailable` with `Retry-After` while the deployment's token revocation log cannot be read (an outage: keep the token and retry); 429 `too_many_auth_failures` with `Retry-After` to a client address after `NOTIFIER_AUTH_FAILURES_PER_MINUTE` failed tokens or sign-ins (whatever it sends until the minute ends; behind a proxy set `NOTIFIER_TRUST_PROXY` so that the address is the client's); a request the HTTP server cannot take is answered in the same error form and the connection closed: 431 `headers_too_large` (headers over 16 KiB), 408 `request_timeout`, 400 `malformed_request`; 503 `projections_unavailable` with `Retry-After` within about `REDIS_COMMAND_TIMEOUT_MS` when Redis does not answer. Responses send `X-Content-Type-Options: nosniff`. Ids are unique only within a project: runs, handoffs and stop packets are addressed by project and id (`/v1/projects/{project}/runs/{id}`...); the id-only routes remain as a convenience and answer 409 `ambiguous_id` (with `error.details.projects`) when several of the token's projects hold the id.",
+        "The notifier service: the operator inbox, stop packets, handoff and run views (Redis projections of the event streams), mesh run views (read from the events stream), and the operator actions (answer a stop packet or a hold, accept or rework a completion handback, withdraw an open handoff). Every `/v1` route needs `Authorization: Bearer <token>` (made with `baton token create`; roles viewer / operator / admin, scoped to projects): a caller sees and answers only its projects (another project's item answers 404), a viewer cannot answer (403 `role_forbidden`, `error.details.required_role` naming the least role that may: `operator`, or `admin` for the kill switch), and `answered_by` / `actor_role` / the decision's and the abandon's actor come from the token, never from the body: a body's `answered_by` or `actor` may only repeat the token's name (another is 403 `identity_mismatch`, nothing sent). Each POST body's schema is published as `docs/schemas/<name>-request.json` (the requestBody's `description` names the file). 401 `unauthenticated` without a valid token (tokens may expire; `error.details.reason`: `missing`, `malformed`, `unknown`, `unsigned` (the token's record is not signed with the deployment's token key), `expired`, `revoked` or `session_ended`), before any refusal of the request's body; 503 `revocations_unavailable` with `Retry-After` while the deployment's token revocation log cannot be read (an outage: keep the token and retry); 429 `too_many_auth_failures` with `Retry-After` to a client address after `NOTIFIER_AUTH_FAILURES_PER_MINUTE` failed tokens or sign-ins (whatever it sends until the minute ends; behind a proxy set `NOTIFIER_TRUST_PROXY` so that the address is the client's); a request the HTTP server cannot take is answered in the same error form and the connection closed: 431 `headers_too_large` (headers over 16 KiB), 408 `request_timeout`, 400 `malformed_request`; 503 `projections_unavailable` with `Retry-After` within about `REDIS_COMMAND_TIMEOUT_MS` when Redis does not answer. Responses send `X-Content-Type-Options: nosniff`. Ids are unique only within a project: runs, handoffs and stop packets are addressed by project and id (`/v1/projects/{project}/runs/{id}`...); the id-only routes remain as a convenience and answer 409 `ambiguous_id` (with `error.details.projects`) when several of the token's projects hold the id. A path no route serves is 404 `route_not_found`, a route asked with a method it does not take 405 `method_not_allowed` with `Allow`.",
     },
     components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'an operator token from `baton token create`' } } },
     security: [{ bearer: [] }],
@@ -562,7 +569,11 @@ export function docsPage(): string {
 <li>the same by id alone (<code>/v1/stops/{id}</code>, <code>/v1/runs/{id}</code>, <code>/v1/handoffs/{id}</code>, <code>/v1/meshes/{id}</code>...) when the id is unambiguous among the token's projects; otherwise 409 <code>ambiguous_id</code></li>
 <li><code>GET /v1/projects/{project}/webhooks</code> — the project's webhooks: last success, last failure and why, failing since, dead-lettered notices</li>
 <li><code>GET /v1/events/stream</code> — server-sent inbox changes</li>
+<li><code>GET /v1/projects/{project}</code> — the published definition in short and the kill switch; <code>POST /v1/projects/{project}/pause</code>, <code>POST /v1/projects/{project}/resume</code> — the kill switch (admin)</li>
+<li><code>POST /v1/projects/{project}/notices/{notice_id}/redeliver</code> — send a notice to the project's webhooks again</li>
+<li><code>GET /v1/projections</code> — the projections: generations, how far behind, rebuilds and their progress</li>
 </ul>
+<p>A path no route serves is 404 <code>route_not_found</code>; a route asked with another method is 405 <code>method_not_allowed</code> with <code>Allow</code>.</p>
 <p>Every <code>/v1</code> route needs <code>Authorization: Bearer &lt;token&gt;</code> (<code>baton token create</code>). The web inbox is at <a href="/inbox">/inbox</a>.</p>
 </body></html>
 `;
