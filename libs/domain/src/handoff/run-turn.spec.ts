@@ -169,7 +169,12 @@ describe('the run turn the ledger reads (runTurnFold)', () => {
           }
         });
       }),
-      { numRuns: 200 },
+      {
+        numRuns: 200,
+        // Walks that reach each status the rule reads, so that reaching them never rests on chance
+        // alone: stopped, terminated, held, and advanced through the human gate to its end (completed).
+        examples: [[0], [3], [1], [9, 9, 9, 9, 9, 1, 9, 9, 9, 9]].map((kinds) => [[{ kind: 9, pick: 0 }, ...kinds.map((kind) => ({ kind, pick: 0 }))]]),
+      },
     );
     // The walks reach every status the rule reads.
     expect([...reached].sort()).toEqual(['completed', 'held', 'running', 'stopped', 'terminated']);
