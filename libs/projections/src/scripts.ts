@@ -108,11 +108,11 @@ if owner and owner ~= '' then
 else
   owner = nil
 end
-if ARGV[2] == 'active' and not initPointer then
-  local stored = redis.call('HGET', metaKey, 'version')
-  if stored and tonumber(stored) ~= tonumber(ARGV[3]) then return { 'version', gen, stored } end
+local meta = redis.call('HMGET', metaKey, 'seq', 'version')
+if ARGV[2] == 'active' and not initPointer and meta[2] and tonumber(meta[2]) ~= tonumber(ARGV[3]) then
+  return { 'version', gen, meta[2] }
 end
-local lastRaw = redis.call('HGET', metaKey, 'seq') or '0'
+local lastRaw = meta[1] or '0'
 local last = tonumber(lastRaw)
 if ARGV[5] and ARGV[5] ~= '' and tonumber(ARGV[5]) ~= last then
   return { 'moved', gen, lastRaw }

@@ -10,6 +10,7 @@ import {
   type BatonProjector,
   type EnsureCurrentOptions,
   type NewerRelease,
+  type ProjectionStatus,
   type ReplaySource,
 } from '@baton/projections';
 import { RedisFullWatch, RUNTIME, type ServiceConfig, type ServiceRuntime } from '@baton/platform';
@@ -136,7 +137,8 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
     });
     this.source = source;
     await this.ensureCurrent(source, 'at start');
-    const notices = (await this.projector.status()).find((status) => status.projection === 'notices');
+    const statuses = await this.projector.status();
+    const notices = statuses.find((status) => status.projection === 'notices');
     this.noticesThrough = Math.max(this.noticesThrough, notices?.lastSeq ?? 0);
     const stream = batonStreamNames(prefix).events;
     this.batches = new ProjectionBatchApplier({
@@ -181,7 +183,7 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
       ],
     });
     // Projections a newer release built: stand back from the start (the consumer is not started).
-    const newer = await this.projector.newerReleases();
+    const newer = await this.projector.newerReleases(statuses);
     if (newer.length > 0) await this.standBack(newer);
     else this.startRunner();
     const every = this.config.NOTIFIER_PROJECTION_CHECK_MS;
@@ -275,27 +277,19 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
 
   private async reconcile(source: ReplaySource): Promise<void> {
     const { logger } = this.runtime;
-    let newer: NewerRelease[];
+    let statuses: ProjectionStatus[];
     try {
-      newer = await this.projector.newerReleases();
+      statuses = await this.projector.status();
     } catch (error) {
       logger.error('projection check failed; retrying at the next check', error instanceof Error ? error : { error: String(error) });
       return;
     }
+    const newer = await this.projector.newerReleases(statuses);
     if (newer.length > 0) return this.standBack(newer);
     // A projection it stood back from that Redis lost meanwhile is the newer release's to rebuild:
     // rebuilt here at this release's version, the newer notifiers would rebuild it back.
-    const stoodFrom = this.standing.view()?.projections.map((p) => p.projection) ?? [];
-    if (stoodFrom.length > 0) {
-      let missing: string[];
-      try {
-        missing = (await this.projector.status()).filter((s) => s.activeGeneration === null && stoodFrom.includes(s.projection)).map((s) => s.projection);
-      } catch (error) {
-        logger.error('projection check failed; retrying at the next check', error instanceof Error ? error : { error: String(error) });
-        return;
-      }
-      if (missing.length > 0) return;
-    }
+    const stoodFrom = new Set(this.standing.view()?.projections.map((p) => p.projection));
+    if (statuses.some((s) => s.activeGeneration === null && stoodFrom.has(s.projection))) return;
     if (this.standing.leave()) {
       logger.warn('no projection is of a newer release any more: this notifier applies them again');
       if (this.standBackTimer) clearInterval(this.standBackTimer);

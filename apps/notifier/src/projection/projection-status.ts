@@ -1,6 +1,6 @@
 import { Inject, Injectable, Optional } from '@nestjs/common';
 import { batonStreamNames } from '@baton/eventstore';
-import type { BatonProjector, RebuildInfo } from '@baton/projections';
+import { newerRelease, type BatonProjector, type RebuildInfo } from '@baton/projections';
 import { RedisFullWatch, RUNTIME, type ReadinessDetails, type RedisFullStatus, type ServiceRuntime } from '@baton/platform';
 import { StandingBack, type StandingBackView } from './stand-back';
 import { BATON_PROJECTOR } from './tokens';
@@ -178,7 +178,7 @@ export class ProjectionStatus {
         last_seq: status.lastSeq,
         stored_version: status.storedVersion,
         // Not by this notifier: a projection a newer release built is left to that release.
-        needs_rebuild: status.needsRebuild && !(status.storedVersion !== null && status.storedVersion > version),
+        needs_rebuild: status.needsRebuild && newerRelease(status, { name: status.projection, version }) === null,
         behind_by: behindBy,
         // Its events wait for room in Redis (those it had applied stay readable).
         behind_reason: redis.full && behindBy !== 0 ? 'redis_full' : null,

@@ -81,8 +81,9 @@ export interface BatonProjector {
    * The projections whose active generation a newer release built (its stored definition version is
    * above this code's): this process of an older release must neither apply to them nor rebuild
    * them — it stands back until it is upgraded, or the projections are rebuilt to its version.
+   * `statuses`: the projections' statuses (`status()`'s, in its order) when the caller has them.
    */
-  newerReleases(): Promise<NewerRelease[]>;
+  newerReleases(statuses?: readonly ProjectionStatus[]): Promise<NewerRelease[]>;
   /** The rebuilds running on any of the projections (by this process or another), with their progress. */
   rebuilds(): Promise<RebuildInfo[]>;
   /** Delete the shadows of rebuilds whose process died (lease run out); returns how many. */
@@ -271,9 +272,12 @@ export function createBatonProjector(options: BatonProjectorOptions): BatonProje
     status() {
       return Promise.all(projections.map((p) => store.status(p)));
     },
-    async newerReleases() {
-      const found = await Promise.all(projections.map(async (p) => newerRelease(await store.status(p), p)));
-      return found.filter((n): n is NewerRelease => n !== null);
+    async newerReleases(statuses) {
+      const read = statuses ?? (await Promise.all(projections.map((p) => store.status(p))));
+      return projections.flatMap((p, i) => {
+        const found = read[i] === undefined ? null : newerRelease(read[i], p);
+        return found === null ? [] : [found];
+      });
     },
     async rebuilds() {
       return (await Promise.all(projections.map((p) => store.rebuilds(p.name)))).flat();
