@@ -219,7 +219,9 @@ snapshot API, consumers included (durable consumers keep their positions), into
 <dir>/manifest.json: the format, this baton's version, the prefix, when, and per stream its config,
 its state (messages, bytes, first_seq, last_seq), its file's size and sha256.
 
-Each stream's snapshot is consistent in itself; the streams are taken one after another (see
+Each stream's snapshot is consistent in itself: the state recorded is the one the server reports as
+the snapshot starts, and messages appended while it is read may be in it too, past that last_seq
+(restore keeps them and counts them). The streams are taken one after another (see
 docs/sre.md, Back up and restore a deployment). The projections are not backed up: the notifier
 rebuilds them from the events. The folder must be new or empty (backup_dir_not_empty); on a failure
 the files written are removed. Progress (bytes per stream) goes to stderr; restore with baton restore.
@@ -386,16 +388,22 @@ Options:
 };
 
 /**
- * Whether a restored stream's state is the snapshot's: its messages and last sequence, and its first
- * sequence when it holds any (an empty stream's first sequence is 0 or its last + 1, as the server
- * happens to say: nats-server 2.9 says 0 of a stream never written to, and last + 1 of it restored).
+ * How many messages a restored stream holds past the state its backup recorded, or null when it is
+ * not that state. The server reports a snapshot's state when it starts one and reads the stream's
+ * files after (appends go on meanwhile; nothing is removed), so a stream backed up while it was
+ * written may come back with messages appended after that state: as a contiguous run past its last
+ * sequence, same first sequence. Anything else (fewer messages, another first sequence, a gap) is
+ * not the backup. An empty stream's first sequence is 0 or its last + 1, as the server happens to
+ * say: nats-server 2.9 says 0 of a stream never written to, and last + 1 of it restored.
  */
-function sameState(
+export function appendedPastState(
   expected: { messages: number; first_seq: number; last_seq: number },
   actual: { messages: number; first_seq: number; last_seq: number },
-): boolean {
-  if (actual.messages !== expected.messages || actual.last_seq !== expected.last_seq) return false;
-  return expected.messages === 0 || actual.first_seq === expected.first_seq;
+): number | null {
+  const appended = actual.last_seq - expected.last_seq;
+  if (appended < 0 || actual.messages - expected.messages !== appended) return null;
+  if (expected.messages === 0) return appended === 0 || actual.first_seq === expected.last_seq + 1 ? appended : null;
+  return actual.first_seq === expected.first_seq ? appended : null;
 }
 
 const pick = (state: { messages: number; first_seq: number; last_seq: number }) => ({
@@ -477,7 +485,9 @@ with the messages each holds): any of these and nothing is restored. Streams tha
 (services started before the restore made them) are deleted first with --replace-empty; a stream
 that holds messages never is. A restore that fails part-way deletes the streams it restored. Then each stream is restored with JetStream's own restore
 API, consumers included, and its state checked against the manifest's (messages, first_seq,
-last_seq; restore_mismatch otherwise); then the token records are written back where none is
+last_seq; restore_mismatch otherwise). A stream backed up while it was written may hold a few
+messages more, appended while the backup read it, past the recorded last_seq: those are kept and
+counted (appended_during_backup); then the token records are written back where none is
 (SET NX: a record already there is kept) and their ids re-added to the token set.
 
 Then start the services: the notifier rebuilds the projections from the restored events; check
@@ -487,7 +497,7 @@ Options:
   --from <dir>      the backup's folder
   --replace-empty   delete the backup's streams first when they exist and every one is empty
   --json        print { from, prefix, backup_created_at, streams: [{ stream, messages, first_seq,
-                last_seq, bytes, consumers }], tokens: { records, restored, kept, ids } }, and
+                last_seq, bytes, consumers, appended_during_backup }], tokens: { records, restored, kept, ids } }, and
                 stream_identity { stream, backed_up, restored, watchdog_snapshot, projections }
                 when the events stream came back with another creation time
 `,
@@ -544,7 +554,15 @@ Options:
     // Redis is reached before any stream is written: a restore that could not write the tokens would leave half a deployment.
     const redis = tokens.records.length > 0 || tokens.ids.length > 0 ? (await ctx.redis()).client : null;
 
-    const restored: Array<{ stream: string; messages: number; first_seq: number; last_seq: number; bytes: number; consumers: number }> = [];
+    const restored: Array<{
+      stream: string;
+      messages: number;
+      first_seq: number;
+      last_seq: number;
+      bytes: number;
+      consumers: number;
+      appended_during_backup: number;
+    }> = [];
     const renamed: Array<{ stream: string; backed_up: string; restored: string }> = [];
     for (const entry of manifest.streams) {
       const progress = byteProgress(io, `restore ${entry.stream}`);
@@ -582,8 +600,15 @@ Options:
       }
       const actual = { messages: info.state.messages, first_seq: info.state.first_seq, last_seq: info.state.last_seq };
       const expected = pick(entry.state);
-      restored.push({ stream: entry.stream, ...actual, bytes: info.state.bytes, consumers: info.state.consumer_count ?? 0 });
-      if (!sameState(expected, actual)) {
+      const appended = appendedPastState(expected, actual);
+      restored.push({
+        stream: entry.stream,
+        ...actual,
+        bytes: info.state.bytes,
+        consumers: info.state.consumer_count ?? 0,
+        appended_during_backup: appended ?? 0,
+      });
+      if (appended === null) {
         const rolledBack = await rollBack(
           ctx,
           nats,
@@ -595,7 +620,10 @@ Options:
           { code: CliErrorCode.restoreMismatch, details: { stream: entry.stream, expected, actual, rolled_back: rolledBack } },
         );
       }
-      progress.finish(`${formatCount(actual.messages)} messages (seq ${actual.first_seq}-${actual.last_seq}), ${restored.at(-1)?.consumers ?? 0} consumers`);
+      progress.finish(
+        `${formatCount(actual.messages)} messages (seq ${actual.first_seq}-${actual.last_seq}), ${restored.at(-1)?.consumers ?? 0} consumers` +
+          (appended > 0 ? ` (${formatCount(appended)} of them appended while the backup read the stream, past the state it recorded)` : ''),
+      );
       if (entry.created !== undefined && info.created !== entry.created)
         renamed.push({ stream: entry.stream, backed_up: entry.created, restored: info.created });
     }
