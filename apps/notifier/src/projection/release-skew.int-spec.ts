@@ -167,3 +167,25 @@ it('notices built by an older release, with events stored while no notifier ran:
     expect.objectContaining({ projection: 'notices', reason: 'version_changed', last_seq: appliedBefore, notices_from_seq: appliedBefore + 1 }),
   ]);
 }, 60_000);
+
+it('a notifier that starts standing back does not say it is ready: its start line names the check it waits on', async () => {
+  const meta = await runsMeta();
+  await fx.redis.client.hset(meta.key, 'version', String(runsVersion + 1));
+  const mark = log.lines.length;
+  const another = await startNotifier({
+    ...process.env,
+    BATON_PREFIX: fx.prefix,
+    HTTP_PORT: '0',
+    LOG_LEVEL: 'info',
+    NOTIFIER_PROJECTION_CHECK_MS: '200',
+  });
+  try {
+    expect(logged('notifier ready', mark)).toEqual([]);
+    expect(logged('notifier started, not ready yet', mark)).toEqual([
+      expect.objectContaining({ level: 'info', msg: expect.stringContaining('projection_versions'), not_ready: ['projection_versions'] }),
+    ]);
+  } finally {
+    await another.stop();
+    await fx.redis.client.hset(meta.key, 'version', String(runsVersion));
+  }
+}, 60_000);

@@ -63,6 +63,13 @@ export class HealthController {
 
   @Get('ready')
   async ready(): Promise<{ status: 'ready'; checks: Record<string, boolean>; details?: Record<string, unknown> }> {
+    const { ready, checks, ...extra } = await this.readiness();
+    if (!ready) throw new HttpException({ status: 'not_ready', checks, ...extra }, HttpStatus.SERVICE_UNAVAILABLE);
+    return { status: 'ready', checks, ...extra };
+  }
+
+  /** What `/health/ready` answers, as data: every check's result (each given a second) and the details. */
+  async readiness(): Promise<{ ready: boolean; checks: Record<string, boolean>; details?: Record<string, unknown> }> {
     const details = this.collectDetails();
     const results = await Promise.all(
       this.checks.map(async ({ name, check }) => {
@@ -74,12 +81,7 @@ export class HealthController {
         }
       }),
     );
-    const checks = Object.fromEntries(results);
-    const extra = await details;
-    if (results.some(([, ok]) => !ok)) {
-      throw new HttpException({ status: 'not_ready', checks, ...extra }, HttpStatus.SERVICE_UNAVAILABLE);
-    }
-    return { status: 'ready', checks, ...extra };
+    return { ready: results.every(([, ok]) => ok), checks: Object.fromEntries(results), ...(await details) };
   }
 
   /** `{ details }` from the providers that answered within a second (nothing when none is provided). */

@@ -3,7 +3,7 @@ import { DynamicModule, ExceptionFilter, Global, INestApplication, Module, Type 
 import { NestFactory } from '@nestjs/core';
 import { z } from 'zod';
 import { BaseConfigSchema, checkNatsAuth, ConfigError, envInt, loadConfig, unknownOwnVariables } from '../config/config';
-import { HealthModule } from '../health/health';
+import { HealthController, HealthModule } from '../health/health';
 import { JetStreamProbe } from '../health/jetstream-probe';
 import { JsonLogger } from '../logging/logger';
 import { installTracing, instrumentNats, instrumentRunners } from '@baton/eventstore';
@@ -223,7 +223,16 @@ async function startService(
   startWatch.enter('http');
   await app.listen(config.HTTP_PORT, config.HTTP_HOST);
   const url = await app.getUrl();
-  logger.info(`${opts.service} ready`, { http: url, prefix: config.BATON_PREFIX });
+  // "ready" only when /health/ready would say so: a notifier that rebuilds, or stands back from a
+  // newer release's projections, is up but not ready, and its start line names what it waits on.
+  const readiness = await app.get(HealthController).readiness();
+  if (readiness.ready) logger.info(`${opts.service} ready`, { http: url, prefix: config.BATON_PREFIX });
+  else
+    logger.info(`${opts.service} started, not ready yet: ${notReady(readiness.checks).join(', ')} (GET /health/ready says when it is)`, {
+      http: url,
+      prefix: config.BATON_PREFIX,
+      not_ready: notReady(readiness.checks),
+    });
   startWatch.enter('after_start');
   if (opts.afterStart) await opts.afterStart(app, runtime);
 
@@ -252,3 +261,9 @@ async function startService(
   process.once('SIGINT', onSignal);
   return { app, runtime, metrics, stop };
 }
+
+/** The names of the readiness checks that did not pass. */
+const notReady = (checks: Record<string, boolean>): string[] =>
+  Object.entries(checks)
+    .filter(([, ok]) => !ok)
+    .map(([name]) => name);
