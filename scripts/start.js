@@ -197,7 +197,8 @@ async function ensureNats() {
   // Where it listens: NATS_PORT, else a listen someone set in the folder's nats-server.conf, else
   // 4222 or a free port (chooseNatsListen). The file is read with nats-config's own reader.
   const confFile = path.join(natsDir, 'nats-server.conf');
-  const store = path.join(root, 'var', 'nats');
+  // Where its nats-server keeps the JetStream data: var/nats, or BATON_NATS_STORE (another disk).
+  const store = path.resolve(root, process.env.BATON_NATS_STORE || path.join('var', 'nats'));
   // A nats-server already on this store (one started by hand from the configuration for a restore,
   // an orphan of an earlier start): a second one would corrupt it, whatever port each listens on.
   const { natsServerOnStore } = require(path.join(root, 'dist', 'libs', 'eventstore', 'src', 'auth', 'store-holder.js'));
@@ -249,7 +250,7 @@ async function ensureNats() {
     free: ' (4222 is in use: a free port; NATS_PORT chooses one)',
   }[nats.from];
   console.log(
-    `[start] starting nats-server with JetStream and authentication on ${nats.listen}${chosenBy} (config ${summary.server_config}, data in var/nats, log ${path.relative(root, natsLog)})`,
+    `[start] starting nats-server with JetStream and authentication on ${nats.listen}${chosenBy} (config ${summary.server_config}, data in ${path.relative(root, store) || store}, log ${path.relative(root, natsLog)})`,
   );
   const child = spawn(bin, ['-c', summary.server_config], { stdio: ['ignore', 'pipe', 'pipe'] });
   logNatsServer(child);
