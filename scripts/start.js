@@ -199,13 +199,15 @@ async function ensureNats() {
   const confFile = path.join(natsDir, 'nats-server.conf');
   // Where its nats-server keeps the JetStream data: var/nats, or BATON_NATS_STORE (another disk).
   const store = path.resolve(root, process.env.BATON_NATS_STORE || path.join('var', 'nats'));
+  // As the messages name it: relative inside the checkout, whole outside it.
+  const storeShown = path.relative(root, store).startsWith('..') ? store : path.relative(root, store);
   // A nats-server already on this store (one started by hand from the configuration for a restore,
   // an orphan of an earlier start): a second one would corrupt it, whatever port each listens on.
   const { natsServerOnStore } = require(path.join(root, 'dist', 'libs', 'eventstore', 'src', 'auth', 'store-holder.js'));
   const holder = natsServerOnStore({ store, confFile });
   if (holder !== null) {
     console.error(
-      `[start] error (store_in_use): a nats-server (pid ${holder.pid}: ${holder.args.join(' ')}) already runs on this deployment's JetStream store (${path.relative(root, store)}); two servers on one store corrupt it. Stop it first (kill ${holder.pid}), then start again`,
+      `[start] error (store_in_use): a nats-server (pid ${holder.pid}: ${holder.args.join(' ')}) already runs on this deployment's JetStream store (${storeShown}); two servers on one store corrupt it. Stop it first (kill ${holder.pid}), then start again`,
     );
     process.exit(1);
   }
@@ -218,7 +220,7 @@ async function ensureNats() {
   if (leftBehind !== null) {
     console.error(
       `[start] error (store_left_behind): the deployment's nats-server.conf (${confFile}) keeps its JetStream data in ${leftBehind.from} (${leftBehind.streams.length} streams: ${leftBehind.streams.join(', ')}), ` +
-        `but npm start of this checkout would start its nats-server on ${path.relative(root, store)}, which holds none: the deployment would start empty, its history out of sight. ` +
+        `but npm start of this checkout would start its nats-server on ${storeShown}, which holds none: the deployment would start empty, its history out of sight. ` +
         `Stop the platform of that checkout and copy its whole var/ here (the deployment folder and the store), or start it in its own checkout; BATON_START_EMPTY_STORE=1 starts on the empty store anyway`,
     );
     process.exit(1);
@@ -250,7 +252,7 @@ async function ensureNats() {
     free: ' (4222 is in use: a free port; NATS_PORT chooses one)',
   }[nats.from];
   console.log(
-    `[start] starting nats-server with JetStream and authentication on ${nats.listen}${chosenBy} (config ${summary.server_config}, data in ${path.relative(root, store) || store}, log ${path.relative(root, natsLog)})`,
+    `[start] starting nats-server with JetStream and authentication on ${nats.listen}${chosenBy} (config ${summary.server_config}, data in ${storeShown}, log ${path.relative(root, natsLog)})`,
   );
   const child = spawn(bin, ['-c', summary.server_config], { stdio: ['ignore', 'pipe', 'pipe'] });
   logNatsServer(child);

@@ -49,6 +49,8 @@ describe('npm start when the deployment folder names another store that holds st
         expect(refused.output).toContain(
           `[start] error (store_left_behind): the deployment's nats-server.conf (${join(dir, 'deployment', 'nats-server.conf')}) keeps its JetStream data in ${oldStore} (2 streams: ACCOUNT/OLD_EVENTS, ACCOUNT/OLD_INBOX)`,
         );
+        // The store it would use, outside the checkout, named whole.
+        expect(refused.output).toContain(`but npm start of this checkout would start its nats-server on ${join(dir, 'new-store')}, which holds none`);
         expect(refused.output).toContain('BATON_START_EMPTY_STORE=1 starts on the empty store anyway');
         expect(refused.output).not.toContain('starting nats-server');
         // Nothing written: no local.json, the configuration as it was, no new store.
