@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AckPolicy, headers as natsHeaders } from 'nats';
+import { AckPolicy, headers as natsHeaders, type StreamConfig, type StreamState } from 'nats';
 import {
   batonStreamNames,
   batonTopology,
@@ -12,6 +12,7 @@ import {
   headersFrom,
   headersToRecord,
   provision,
+  restoreStream,
   snapshotStream,
   tokenRevocationStream,
   watchdogSnapshotHeadSubject,
@@ -345,6 +346,65 @@ describe('baton backup and baton restore (private nats-servers, real Redis)', ()
     } finally {
       await e.close();
       await serverE.remove();
+    }
+  }, 60_000);
+
+  it('a durable the snapshot holds as past its stream`s end (read on while the backup ran) is made again from its floor: what the restored stream is given next reaches it', async () => {
+    // The fixture: a snapshot of BKFIX_DLQ (the deployment "bkfix") whose durable `ahead` had
+    // delivered past the stream's last snapshotted message (libs/eventstore/src/int/fixtures).
+    const fixtures = join(__dirname, '..', '..', '..', 'libs', 'eventstore', 'src', 'int', 'fixtures');
+    const fixture = JSON.parse(readFileSync(join(fixtures, 'consumer-ahead.json'), 'utf8')) as { config: StreamConfig; state: StreamState };
+    const run = async (url: string, ...argv: string[]) => {
+      const io = bufferedIo(false);
+      const code = await main(argv, { io, env: { BATON_PREFIX: 'bkfix', NATS_URL: url, REDIS_URL, BATON_NATS_DIR: join(dir, 'no-deployment') } });
+      return { code, out: io.out(), err: io.err() };
+    };
+    const serverG = await startNatsServer({ jetstream: true });
+    const serverH = await startNatsServer({ jetstream: true });
+    const g = await connectNats({ servers: serverG.url, name: 'backup-int-g' });
+    const h = await connectNats({ servers: serverH.url, name: 'backup-int-h' });
+    try {
+      await restoreStream(
+        g,
+        'BKFIX_DLQ',
+        fixture,
+        (async function* () {
+          yield readFileSync(join(fixtures, 'consumer-ahead.snapshot'));
+        })(),
+      );
+      const ahead = await g.jsm.consumers.info('BKFIX_DLQ', 'ahead');
+      // A backup needs the deployment's events stream; empty here.
+      await g.jsm.streams.add({ name: 'BKFIX_EVENTS', subjects: ['bkfix.ev.>'] });
+      const out = join(dir, 'ahead');
+      const backedUp = await run(serverG.url, 'backup', '--out', out, '--json');
+      expect({ code: backedUp.code, err: backedUp.err }).toEqual({ code: 0, err: '' });
+
+      const restored = await run(serverH.url, 'restore', '--from', out, '--json');
+      expect({ code: restored.code, err: restored.err }).toEqual({ code: 0, err: '' });
+      const last = (await h.jsm.streams.info('BKFIX_DLQ')).state.last_seq;
+      const start = Math.min(ahead.ack_floor.stream_seq, last) + 1;
+      const row = (JSON.parse(restored.out) as { streams: Array<{ stream: string; consumers_realigned: unknown[] }> }).streams.find(
+        (r) => r.stream === 'BKFIX_DLQ',
+      );
+      expect(row?.consumers_realigned).toEqual([
+        { consumer: 'ahead', delivered: ahead.delivered.stream_seq, ack_floor: ahead.ack_floor.stream_seq, stream_last_seq: last, start_seq: start },
+      ]);
+      // The next letter the restored stream is given reaches the consumer (left as restored, never).
+      expect((await h.js.publish('bkfix.dlq.router', new TextEncoder().encode('{"after_restore":true}'))).seq).toBe(last + 1);
+      const consumer = await h.js.consumers.get('BKFIX_DLQ', 'ahead');
+      const seen: number[] = [];
+      for (let i = start; i <= last + 1; i++) {
+        const msg = await consumer.next({ expires: 2_000 });
+        if (msg === null) break;
+        seen.push(msg.seq);
+        msg.ack();
+      }
+      expect(seen.at(-1)).toBe(last + 1);
+    } finally {
+      await g.close();
+      await h.close();
+      await serverG.remove();
+      await serverH.remove();
     }
   }, 60_000);
 });

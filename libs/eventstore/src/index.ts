@@ -192,6 +192,8 @@ export type { Revocation, RevokedUser } from './auth/revoke';
 export {
   snapshotStream,
   restoreStream,
+  realignRestoredConsumers,
+  type RealignedConsumer,
   StreamSnapshotError,
   StreamSnapshotErrorCode,
   type StreamSnapshotInfo,

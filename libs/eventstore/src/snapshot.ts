@@ -1,4 +1,4 @@
-import { createInbox, type Msg, type NatsConnection, type StreamConfig, type StreamInfo, type StreamState } from 'nats';
+import { createInbox, DeliverPolicy, type ConsumerConfig, type Msg, type NatsConnection, type StreamConfig, type StreamInfo, type StreamState } from 'nats';
 import type { NatsHandle } from './connection';
 
 /*
@@ -258,4 +258,50 @@ export async function restoreStream(
   if (final.error !== undefined) throw fail(final.error.description ?? 'the server refused the snapshot', final.error.err_code ?? null);
   if (final.config === undefined || final.state === undefined) throw fail('the server answered no stream info');
   return final as StreamInfo;
+}
+
+/** A restored durable that was ahead of its restored stream, and where it starts now. */
+export interface RealignedConsumer {
+  consumer: string;
+  /** The stream sequence the restored consumer said it had delivered, and acknowledged all up to. */
+  delivered: number;
+  ack_floor: number;
+  /** The restored stream's last sequence. */
+  stream_last_seq: number;
+  /** The first sequence the consumer, made again, delivers. */
+  start_seq: number;
+}
+
+/**
+ * Make again, from the first sequence it may not have, each durable of a freshly restored `stream`
+ * that is ahead of it. A snapshot's consumers are taken after its messages, while the stream goes on
+ * being written and read (nats-server 2.9: nothing is deleted during a snapshot, but appends and
+ * acknowledgements go on), so a consumer in it may have delivered past the stream's last restored
+ * message. Left so, it would skip the messages the restored stream is given next — they get the
+ * sequences it believes delivered — and lose them. Made again (same config; `by_start_sequence`
+ * from its ack floor + 1, or the stream's last + 1 when the floor is past it), it delivers each of
+ * them; what it had acknowledged past its floor and before the stream's end comes again (readers are
+ * idempotent). Run before anything reads the stream (a restore precedes the services' start).
+ */
+export async function realignRestoredConsumers(handle: Pick<NatsHandle, 'jsm'>, stream: string): Promise<RealignedConsumer[]> {
+  const jsm = handle.jsm;
+  const last = (await jsm.streams.info(stream)).state.last_seq;
+  const realigned: RealignedConsumer[] = [];
+  const ahead = [];
+  for await (const info of jsm.consumers.list(stream)) if (info.delivered.stream_seq > last) ahead.push(info);
+  for (const info of ahead) {
+    const start = Math.min(info.ack_floor.stream_seq, last) + 1;
+    const { deliver_policy: _policy, opt_start_seq: _seq, opt_start_time: _time, ...kept } = info.config;
+    const config: Partial<ConsumerConfig> = { ...kept, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start };
+    await jsm.consumers.delete(stream, info.name);
+    await jsm.consumers.add(stream, config);
+    realigned.push({
+      consumer: info.name,
+      delivered: info.delivered.stream_seq,
+      ack_floor: info.ack_floor.stream_seq,
+      stream_last_seq: last,
+      start_seq: start,
+    });
+  }
+  return realigned;
 }

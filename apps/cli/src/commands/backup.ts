@@ -8,6 +8,8 @@ import {
   deploymentStreamNames,
   jsErrCode,
   JsErrCode,
+  realignRestoredConsumers,
+  type RealignedConsumer,
   restampWatchdogSnapshot,
   restoreStream,
   snapshotStream,
@@ -487,7 +489,10 @@ that holds messages never is. A restore that fails part-way deletes the streams 
 API, consumers included, and its state checked against the manifest's (messages, first_seq,
 last_seq; restore_mismatch otherwise). A stream backed up while it was written may hold a few
 messages more, appended while the backup read it, past the recorded last_seq: those are kept and
-counted (appended_during_backup); then the token records are written back where none is
+counted (appended_during_backup). A durable consumer the snapshot holds as having delivered past the
+restored stream's end (it went on while the backup read the stream) would skip the messages the
+stream is given next: it is made again, same config, from its ack floor + 1 (consumers_realigned);
+then the token records are written back where none is
 (SET NX: a record already there is kept) and their ids re-added to the token set.
 
 Then start the services: the notifier rebuilds the projections from the restored events; check
@@ -497,7 +502,8 @@ Options:
   --from <dir>      the backup's folder
   --replace-empty   delete the backup's streams first when they exist and every one is empty
   --json        print { from, prefix, backup_created_at, streams: [{ stream, messages, first_seq,
-                last_seq, bytes, consumers, appended_during_backup }], tokens: { records, restored, kept, ids } }, and
+                last_seq, bytes, consumers, appended_during_backup, consumers_realigned: [{ consumer,
+                delivered, ack_floor, stream_last_seq, start_seq }] }], tokens: { records, restored, kept, ids } }, and
                 stream_identity { stream, backed_up, restored, watchdog_snapshot, projections }
                 when the events stream came back with another creation time
 `,
@@ -562,6 +568,7 @@ Options:
       bytes: number;
       consumers: number;
       appended_during_backup: number;
+      consumers_realigned: RealignedConsumer[];
     }> = [];
     const renamed: Array<{ stream: string; backed_up: string; restored: string }> = [];
     for (const entry of manifest.streams) {
@@ -607,6 +614,7 @@ Options:
         bytes: info.state.bytes,
         consumers: info.state.consumer_count ?? 0,
         appended_during_backup: appended ?? 0,
+        consumers_realigned: [],
       });
       if (appended === null) {
         const rolledBack = await rollBack(
@@ -620,9 +628,31 @@ Options:
           { code: CliErrorCode.restoreMismatch, details: { stream: entry.stream, expected, actual, rolled_back: rolledBack } },
         );
       }
+      // A consumer the snapshot took after more was delivered than its messages hold would skip what
+      // the stream is given next: made again from where it may have nothing.
+      let realigned: RealignedConsumer[];
+      try {
+        realigned = await realignRestoredConsumers(nats, entry.stream);
+      } catch (error) {
+        progress.abandon();
+        const rolledBack = await rollBack(
+          ctx,
+          nats,
+          restored.map((r) => r.stream),
+        );
+        throw new CliError(
+          `restored ${entry.stream}, but its consumers could not be checked against it (${(error as Error).message}); ` +
+            `the streams this restore made (${rolledBack.join(', ')}) were deleted again: nothing is left of it`,
+          { cause: error, code: CliErrorCode.restoreFailed, details: { stream: entry.stream, js_err_code: jsErrCode(error) ?? null, rolled_back: rolledBack } },
+        );
+      }
+      restored[restored.length - 1]!.consumers_realigned = realigned;
       progress.finish(
         `${formatCount(actual.messages)} messages (seq ${actual.first_seq}-${actual.last_seq}), ${restored.at(-1)?.consumers ?? 0} consumers` +
-          (appended > 0 ? ` (${formatCount(appended)} of them appended while the backup read the stream, past the state it recorded)` : ''),
+          (appended > 0 ? ` (${formatCount(appended)} of them appended while the backup read the stream, past the state it recorded)` : '') +
+          (realigned.length > 0
+            ? `; ${realigned.map((r) => `${r.consumer} had delivered to seq ${r.delivered}, past the stream's end: made again from seq ${r.start_seq}`).join('; ')}`
+            : ''),
       );
       if (entry.created !== undefined && info.created !== entry.created)
         renamed.push({ stream: entry.stream, backed_up: entry.created, restored: info.created });
