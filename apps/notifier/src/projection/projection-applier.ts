@@ -136,8 +136,12 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
         logger.warn('rebuild skipped an undecodable event', { seq, subject, code: rejection.code, reason: rejection.message }),
     });
     this.source = source;
-    await this.ensureCurrent(source, 'at start');
-    const statuses = await this.projector.status();
+    // A newer release's projections in Redis: a newer notifier runs, and what Redis lost is its to
+    // rebuild — rebuilt here at this release's version, it would rebuild it back. Stand back first.
+    const found = await this.projector.status();
+    const newerAtStart = await this.projector.newerReleases(found);
+    if (newerAtStart.length === 0) await this.ensureCurrent(source, 'at start');
+    const statuses = newerAtStart.length === 0 ? await this.projector.status() : found;
     const notices = statuses.find((status) => status.projection === 'notices');
     this.noticesThrough = Math.max(this.noticesThrough, notices?.lastSeq ?? 0);
     const stream = batonStreamNames(prefix).events;
@@ -183,7 +187,7 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
       ],
     });
     // Projections a newer release built: stand back from the start (the consumer is not started).
-    const newer = await this.projector.newerReleases(statuses);
+    const newer = newerAtStart.length > 0 ? newerAtStart : await this.projector.newerReleases(statuses);
     if (newer.length > 0) await this.standBack(newer);
     else this.startRunner();
     const every = this.config.NOTIFIER_PROJECTION_CHECK_MS;

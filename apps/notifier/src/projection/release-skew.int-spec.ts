@@ -129,6 +129,8 @@ it('a projection an older release built (a rollback replay while this release ru
     return now.generation !== meta.generation ? now : null;
   });
   expect(await fx.redis.client.hget(rebuilt.key, 'version')).toBe(String(runsVersion));
+  // The rebuild's line is written once every rebuild of the check is swapped in: after the swap seen above.
+  await until('the rebuild logged', async () => (logged('projection was built by an older version').length > 0 ? true : null));
   expect(logged('projection lost from Redis')).toEqual([]);
   expect(logged('projection was built by an older version of its definition: rebuilt to this one')).toEqual([
     expect.objectContaining({ level: 'warn', projection: 'runs', reason: 'version_changed', status: 'swapped' }),
@@ -168,9 +170,13 @@ it('notices built by an older release, with events stored while no notifier ran:
   ]);
 }, 60_000);
 
-it('a notifier that starts standing back does not say it is ready: its start line names the check it waits on', async () => {
+it('a notifier that starts beside a newer release stands back before rebuilding anything: a projection Redis lost is the newer release`s to rebuild; its start line names the check it waits on', async () => {
   const meta = await runsMeta();
   await fx.redis.client.hset(meta.key, 'version', String(runsVersion + 1));
+  // Redis lost inbox meanwhile: the newer release rebuilds it at its own version.
+  const inboxActive = `${projectionPrefix(fx.prefix)}:inbox:active`;
+  const inboxGeneration = (await fx.redis.client.get(inboxActive)) as string;
+  await fx.redis.client.del(inboxActive);
   const mark = log.lines.length;
   const another = await startNotifier({
     ...process.env,
@@ -180,12 +186,18 @@ it('a notifier that starts standing back does not say it is ready: its start lin
     NOTIFIER_PROJECTION_CHECK_MS: '200',
   });
   try {
+    await sleep(1_000);
+    expect(await fx.redis.client.get(inboxActive)).toBeNull();
+    expect(logged('projection rebuilt', mark)).toEqual([]);
+    // Said by the notifier that starts (and by the one already running, which stands back too).
+    expect(logged('a newer release of the notifier built these projections', mark).length).toBeGreaterThanOrEqual(1);
     expect(logged('notifier ready', mark)).toEqual([]);
     expect(logged('notifier started, not ready yet', mark)).toEqual([
       expect.objectContaining({ level: 'info', msg: expect.stringContaining('projection_versions'), not_ready: ['projection_versions'] }),
     ]);
   } finally {
     await another.stop();
+    await fx.redis.client.set(inboxActive, inboxGeneration);
     await fx.redis.client.hset(meta.key, 'version', String(runsVersion));
   }
 }, 60_000);
