@@ -571,6 +571,13 @@ Options:
       consumers_realigned: RealignedConsumer[];
     }> = [];
     const renamed: Array<{ stream: string; backed_up: string; restored: string }> = [];
+    // What this run restored, deleted again: a restore either puts every stream back or none.
+    const rollBackRestored = () =>
+      rollBack(
+        ctx,
+        nats,
+        restored.map((r) => r.stream),
+      );
     for (const entry of manifest.streams) {
       const progress = byteProgress(io, `restore ${entry.stream}`);
       let info;
@@ -584,12 +591,7 @@ Options:
         );
       } catch (error) {
         progress.abandon();
-        // What this run restored before it goes again: a restore either puts every stream back or none.
-        const rolledBack = await rollBack(
-          ctx,
-          nats,
-          restored.map((r) => r.stream),
-        );
+        const rolledBack = await rollBackRestored();
         const said =
           rolledBack.length > 0 ? `; the streams restored before it (${rolledBack.join(', ')}) were deleted again: nothing is left of the restore` : '';
         if (error instanceof StreamSnapshotError)
@@ -617,11 +619,7 @@ Options:
         consumers_realigned: [],
       });
       if (appended === null) {
-        const rolledBack = await rollBack(
-          ctx,
-          nats,
-          restored.map((r) => r.stream),
-        );
+        const rolledBack = await rollBackRestored();
         throw new CliError(
           `restored ${entry.stream} holds ${actual.messages} messages (seq ${actual.first_seq}-${actual.last_seq}), the backup's ${expected.messages} (seq ${expected.first_seq}-${expected.last_seq}); ` +
             `the streams this restore made (${rolledBack.join(', ')}) were deleted again: nothing is left of it`,
@@ -635,11 +633,7 @@ Options:
         realigned = await realignRestoredConsumers(nats, entry.stream);
       } catch (error) {
         progress.abandon();
-        const rolledBack = await rollBack(
-          ctx,
-          nats,
-          restored.map((r) => r.stream),
-        );
+        const rolledBack = await rollBackRestored();
         throw new CliError(
           `restored ${entry.stream}, but its consumers could not be checked against it (${(error as Error).message}); ` +
             `the streams this restore made (${rolledBack.join(', ')}) were deleted again: nothing is left of it`,
