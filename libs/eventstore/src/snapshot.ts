@@ -263,8 +263,9 @@ export async function restoreStream(
 /** A restored durable that was ahead of its restored stream, and where it starts now. */
 export interface RealignedConsumer {
   consumer: string;
-  /** The stream sequence the restored consumer said it had delivered, and acknowledged all up to. */
+  /** The stream sequence the restored consumer said it had delivered. */
   delivered: number;
+  /** The stream sequence it said every message up to was acknowledged. */
   ack_floor: number;
   /** The restored stream's last sequence. */
   stream_last_seq: number;
