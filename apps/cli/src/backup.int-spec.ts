@@ -155,8 +155,11 @@ describe('baton backup and baton restore (private nats-servers, real Redis)', ()
       format_version: number;
       prefix: string;
       streams: Array<{ stream: string; config: { name: string }; sha256: string }>;
+      events_consumers_at_start: Record<string, number>;
     };
     expect(manifest).toMatchObject({ format_version: 1, prefix });
+    // Where each reader of the events stream stood before the first stream was taken (bk_reader: acknowledged through 10, 2 pending).
+    expect(manifest.events_consumers_at_start).toEqual({ bk_reader: 10 });
     expect(manifest.streams.every((s) => s.config.name === s.stream && /^[0-9a-f]{64}$/.test(s.sha256))).toBe(true);
     // The events stream is taken last: what the inbox's consumers had acknowledged has its events in it.
     expect(manifest.streams.map((s) => s.stream)).toEqual([names.inbox, names.dlq, revocations.name, names.events]);
@@ -331,6 +334,31 @@ describe('baton backup and baton restore (private nats-servers, real Redis)', ()
     }
   }, 60_000);
 
+  it('a reader of the events stream that acknowledged more while the backup ran than when it began is made again from where it stood: it reads those events again (what it published into the streams taken before may be missing)', async () => {
+    // As if bk_reader had acknowledged through 4 when the backup began, and through 10 by the time the events stream was taken.
+    const edited = join(dir, 'rewind');
+    cpSync(backupDir, edited, { recursive: true });
+    const manifest = JSON.parse(readFileSync(join(edited, 'manifest.json'), 'utf8')) as { events_consumers_at_start: Record<string, number> };
+    expect(manifest.events_consumers_at_start).toEqual({ bk_reader: 10 });
+    manifest.events_consumers_at_start = { bk_reader: 4 };
+    writeFileSync(join(edited, 'manifest.json'), JSON.stringify(manifest));
+    const serverR = await startNatsServer({ jetstream: true });
+    const r = await connectNats({ servers: serverR.url, name: 'backup-int-r' });
+    try {
+      const restored = await baton(serverR.url, 'restore', '--from', edited, '--json');
+      expect({ code: restored.code, err: restored.err }).toEqual({ code: 0, err: '' });
+      const rows = (JSON.parse(restored.out) as { streams: Array<{ stream: string; consumers_realigned: unknown[] }> }).streams;
+      expect(rows.find((row) => row.stream === names.events)?.consumers_realigned).toEqual([
+        expect.objectContaining({ consumer: 'bk_reader', ack_floor: 10, start_seq: 5, reason: 'rewound' }),
+      ]);
+      const next = await (await r.js.consumers.get(names.events, 'bk_reader')).next({ expires: 2_000 });
+      expect(next?.seq).toBe(5);
+    } finally {
+      await r.close();
+      await serverR.remove();
+    }
+  }, 60_000);
+
   it('restores over the empty streams services started too early made, with --replace-empty (stop the services first); without it stream_exists says they are empty', async () => {
     const serverE = await startNatsServer({ jetstream: true });
     const e = await connectNats({ servers: serverE.url, name: 'backup-int-e' });
@@ -387,7 +415,14 @@ describe('baton backup and baton restore (private nats-servers, real Redis)', ()
         (r) => r.stream === 'BKFIX_DLQ',
       );
       expect(row?.consumers_realigned).toEqual([
-        { consumer: 'ahead', delivered: ahead.delivered.stream_seq, ack_floor: ahead.ack_floor.stream_seq, stream_last_seq: last, start_seq: start },
+        {
+          consumer: 'ahead',
+          delivered: ahead.delivered.stream_seq,
+          ack_floor: ahead.ack_floor.stream_seq,
+          stream_last_seq: last,
+          start_seq: start,
+          reason: 'ahead',
+        },
       ]);
       // The next letter the restored stream is given reaches the consumer (left as restored, never).
       expect((await h.js.publish('bkfix.dlq.router', new TextEncoder().encode('{"after_restore":true}'))).seq).toBe(last + 1);

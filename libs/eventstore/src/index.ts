@@ -193,6 +193,7 @@ export {
   snapshotStream,
   restoreStream,
   realignRestoredConsumers,
+  acknowledgedThrough,
   type RealignedConsumer,
   StreamSnapshotError,
   StreamSnapshotErrorCode,

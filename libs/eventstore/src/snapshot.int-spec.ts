@@ -51,7 +51,14 @@ it('realignRestoredConsumers makes it again from its floor: it delivers what the
   const start = Math.min(before.ack_floor.stream_seq, last) + 1;
 
   expect(await realignRestoredConsumers(nats, STREAM)).toEqual([
-    { consumer: 'ahead', delivered: before.delivered.stream_seq, ack_floor: before.ack_floor.stream_seq, stream_last_seq: last, start_seq: start },
+    {
+      consumer: 'ahead',
+      delivered: before.delivered.stream_seq,
+      ack_floor: before.ack_floor.stream_seq,
+      stream_last_seq: last,
+      start_seq: start,
+      reason: 'ahead',
+    },
   ]);
   const after = await nats.jsm.consumers.info(STREAM, 'ahead');
   expect(after.config).toMatchObject({
@@ -75,4 +82,41 @@ it('realignRestoredConsumers makes it again from its floor: it delivers what the
   expect(seen).toEqual(Array.from({ length: last + 2 - start }, (_, i) => start + i));
   // Run again, it finds nothing ahead.
   expect(await realignRestoredConsumers(nats, STREAM)).toEqual([]);
+});
+
+it('realignRestoredConsumers given where readers stood when the backup began makes again each that acknowledged past it, from there: it reads those messages again', async () => {
+  const last = (await nats.jsm.streams.info(STREAM)).state.last_seq;
+  await realignRestoredConsumers(nats, STREAM);
+  // Two readers that read the whole stream; the backup began when `reader` had acknowledged through last - 3, `still` through last.
+  for (const name of ['reader', 'still']) {
+    await nats.jsm.consumers.add(STREAM, { durable_name: name, ack_policy: 'explicit' as never });
+    const consumer = await nats.js.consumers.get(STREAM, name);
+    for (;;) {
+      const msg = await consumer.next({ expires: 1_000 });
+      if (msg === null) break;
+      msg.ack();
+      await msg.ackAck();
+      if (msg.seq === last) break;
+    }
+  }
+  const still = await nats.jsm.consumers.info(STREAM, 'still');
+  const realigned = await realignRestoredConsumers(
+    nats,
+    STREAM,
+    new Map([
+      ['reader', last - 3],
+      ['still', last],
+    ]),
+  );
+  expect(realigned).toEqual([expect.objectContaining({ consumer: 'reader', stream_last_seq: last, start_seq: last - 2, reason: 'rewound' })]);
+  expect((await nats.jsm.consumers.info(STREAM, 'still')).created).toBe(still.created);
+  const consumer = await nats.js.consumers.get(STREAM, 'reader');
+  const seen: number[] = [];
+  for (;;) {
+    const msg = await consumer.next({ expires: 1_000 });
+    if (msg === null) break;
+    seen.push(msg.seq);
+    msg.ack();
+  }
+  expect(seen).toEqual([last - 2, last - 1, last]);
 });

@@ -1,4 +1,14 @@
-import { createInbox, DeliverPolicy, type ConsumerConfig, type Msg, type NatsConnection, type StreamConfig, type StreamInfo, type StreamState } from 'nats';
+import {
+  createInbox,
+  DeliverPolicy,
+  type ConsumerConfig,
+  type ConsumerInfo,
+  type Msg,
+  type NatsConnection,
+  type StreamConfig,
+  type StreamInfo,
+  type StreamState,
+} from 'nats';
 import type { NatsHandle } from './connection';
 
 /*
@@ -271,6 +281,32 @@ export interface RealignedConsumer {
   stream_last_seq: number;
   /** The first sequence the consumer, made again, delivers. */
   start_seq: number;
+  /**
+   * Why it was made again: `ahead` (it had delivered past the restored stream's end), `rewound` (it
+   * had acknowledged past what it had acknowledged when the backup began, so what it derived from
+   * those messages into streams taken before this one may be missing from the backup).
+   */
+  reason: 'ahead' | 'rewound';
+}
+
+/**
+ * Where a durable stands, as a stream sequence every message up to which it has acknowledged: its
+ * ack floor, or what it delivered when nothing is awaiting an acknowledgement (nats-server 2.9 leaves
+ * a filtered consumer's ack floor behind, at 0 when it never acknowledged anything, while it moves
+ * its delivered sequence past every message it skips).
+ */
+export function acknowledgedThrough(info: {
+  delivered: { stream_seq: number };
+  ack_floor: { stream_seq: number };
+  num_ack_pending: number;
+  config?: { deliver_policy?: string; opt_start_seq?: number };
+}): number {
+  // A durable made from a start sequence (one realigned by a restore) reports an ack floor of 0 until its first acknowledgement.
+  const floor = Math.max(
+    info.ack_floor.stream_seq,
+    info.config?.deliver_policy === DeliverPolicy.StartSequence ? Math.max((info.config.opt_start_seq ?? 1) - 1, 0) : 0,
+  );
+  return info.num_ack_pending === 0 ? Math.max(info.delivered.stream_seq, floor) : floor;
 }
 
 /**
@@ -282,16 +318,35 @@ export interface RealignedConsumer {
  * sequences it believes delivered — and lose them. Made again (same config; `by_start_sequence`
  * from its ack floor + 1, or the stream's last + 1 when the floor is past it), it delivers each of
  * them; what it had acknowledged past its floor and before the stream's end comes again (readers are
- * idempotent). Run before anything reads the stream (a restore precedes the services' start).
+ * idempotent). Given where each durable stood when the backup began (`acknowledgedAtStart`), each
+ * that acknowledged more since is made again from there too (`rewound`). Run before anything reads
+ * the stream (a restore precedes the services' start).
  */
-export async function realignRestoredConsumers(handle: Pick<NatsHandle, 'jsm'>, stream: string): Promise<RealignedConsumer[]> {
+export async function realignRestoredConsumers(
+  handle: Pick<NatsHandle, 'jsm'>,
+  stream: string,
+  /**
+   * Per durable, the sequence it had acknowledged through when the backup began (before the streams
+   * taken ahead of this one): what it acknowledged past that while the backup ran may have had its
+   * effects (an offer, a command published into the inbox) after those streams were taken, so it is
+   * made again from there and reads those messages again. Absent: only the consumers ahead are.
+   */
+  acknowledgedAtStart?: ReadonlyMap<string, number>,
+): Promise<RealignedConsumer[]> {
   const jsm = handle.jsm;
   const last = (await jsm.streams.info(stream)).state.last_seq;
   const realigned: RealignedConsumer[] = [];
-  const ahead = [];
-  for await (const info of jsm.consumers.list(stream)) if (info.delivered.stream_seq > last) ahead.push(info);
-  for (const info of ahead) {
-    const start = Math.min(info.ack_floor.stream_seq, last) + 1;
+  const remake: Array<{ info: ConsumerInfo; start: number; reason: RealignedConsumer['reason'] }> = [];
+  for await (const info of jsm.consumers.list(stream)) {
+    const through = Math.min(acknowledgedThrough(info), last);
+    const ahead = info.delivered.stream_seq > last;
+    const atStart = acknowledgedAtStart?.get(info.name);
+    const rewind = atStart !== undefined && atStart < through;
+    if (!ahead && !rewind) continue;
+    const start = (rewind ? Math.min(atStart, through) : through) + 1;
+    remake.push({ info, start, reason: rewind ? 'rewound' : 'ahead' });
+  }
+  for (const { info, start, reason } of remake) {
     const { deliver_policy: _policy, opt_start_seq: _seq, opt_start_time: _time, ...kept } = info.config;
     const config: Partial<ConsumerConfig> = { ...kept, deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start };
     await jsm.consumers.delete(stream, info.name);
@@ -302,6 +357,7 @@ export async function realignRestoredConsumers(handle: Pick<NatsHandle, 'jsm'>, 
       ack_floor: info.ack_floor.stream_seq,
       stream_last_seq: last,
       start_seq: start,
+      reason,
     });
   }
   return realigned;

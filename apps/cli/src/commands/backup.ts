@@ -8,6 +8,7 @@ import {
   deploymentStreamNames,
   jsErrCode,
   JsErrCode,
+  acknowledgedThrough,
   realignRestoredConsumers,
   type RealignedConsumer,
   restampWatchdogSnapshot,
@@ -71,6 +72,13 @@ export const BackupManifestSchema = z.object({
   streams: z.array(ManifestStreamSchema),
   /** The streams of the deployment that did not exist when the backup was taken. */
   absent_streams: z.array(z.string()),
+  /**
+   * Per durable consumer of the events stream, the sequence it had acknowledged through when the
+   * backup began, before the first stream was taken: what it acknowledged after that may have
+   * published into the streams taken before the events stream (an offer into the inbox) after they
+   * were taken. Absent in a backup made before it was kept.
+   */
+  events_consumers_at_start: z.record(z.string(), z.number().int().nonnegative()).optional(),
   tokens: FileEntrySchema.extend({ records: z.number().int().nonnegative(), ids: z.number().int().nonnegative() }),
 });
 export type BackupManifest = z.infer<typeof BackupManifestSchema>;
@@ -219,7 +227,9 @@ snapshot API, consumers included (durable consumers keep their positions), into
 <dir>/<STREAM>.snapshot, as the server sends it; the operator API token records (Redis
 <PREFIX>:auth:token:<id>, signed, and the set <PREFIX>:auth:tokens) into <dir>/tokens.json; and
 <dir>/manifest.json: the format, this baton's version, the prefix, when, and per stream its config,
-its state (messages, bytes, first_seq, last_seq), its file's size and sha256.
+its state (messages, bytes, first_seq, last_seq), its file's size and sha256; and where each durable
+consumer of the events stream stood when the backup began (events_consumers_at_start: restore makes
+a reader that acknowledged more while the backup ran read those events again).
 
 Each stream's snapshot is consistent in itself: the state recorded is the one the server reports as
 the snapshot starts, and messages appended while it is read may be in it too, past that last_seq
@@ -282,6 +292,16 @@ Options:
       }
     }
     const events = batonStreamNames(prefix).events;
+    // Where each reader of the events stream stood before anything was taken: what it acknowledges
+    // while the streams before the events stream are taken may have its effects (offers, commands in
+    // the inbox) after them; the restore makes it read those events again (realignRestoredConsumers).
+    const eventsConsumersAtStart: Record<string, number> = {};
+    if (present.includes(events))
+      try {
+        for await (const c of nats.jsm.consumers.list(events)) eventsConsumersAtStart[c.name] = acknowledgedThrough(c);
+      } catch (error) {
+        throw streamReadError(error, events, prefix, ctx.natsUrl());
+      }
     if (!present.includes(events))
       throw new CliError(
         `no stream ${events} on NATS: is this the platform's NATS, is BATON_PREFIX=${prefix} right, and was the platform started? Nothing was written`,
@@ -362,6 +382,7 @@ Options:
         created_at: createdAt,
         streams,
         absent_streams: absent,
+        events_consumers_at_start: eventsConsumersAtStart,
         tokens: { file: TOKENS_FILE, bytes: Buffer.byteLength(tokensText), sha256: sha256(tokensText), records: tokens.records.length, ids: tokens.ids.length },
       };
       const manifestPath = join(dir, MANIFEST_FILE);
@@ -503,7 +524,7 @@ Options:
   --replace-empty   delete the backup's streams first when they exist and every one is empty
   --json        print { from, prefix, backup_created_at, streams: [{ stream, messages, first_seq,
                 last_seq, bytes, consumers, appended_during_backup, consumers_realigned: [{ consumer,
-                delivered, ack_floor, stream_last_seq, start_seq }] }], tokens: { records, restored, kept, ids } }, and
+                delivered, ack_floor, stream_last_seq, start_seq, reason: ahead|rewound }] }], tokens: { records, restored, kept, ids } }, and
                 stream_identity { stream, backed_up, restored, watchdog_snapshot, projections }
                 when the events stream came back with another creation time
 `,
@@ -630,7 +651,13 @@ Options:
       // the stream is given next: made again from where it may have nothing.
       let realigned: RealignedConsumer[];
       try {
-        realigned = await realignRestoredConsumers(nats, entry.stream);
+        // The events stream is taken last: its readers are also made again from where they stood when
+        // the backup began, so what they had published into the streams taken before it is published again.
+        const atStart =
+          entry.stream === batonStreamNames(prefix).events && manifest.events_consumers_at_start !== undefined
+            ? new Map(Object.entries(manifest.events_consumers_at_start))
+            : undefined;
+        realigned = await realignRestoredConsumers(nats, entry.stream, atStart);
       } catch (error) {
         progress.abandon();
         const rolledBack = await rollBackRestored();
@@ -645,7 +672,13 @@ Options:
         `${formatCount(actual.messages)} messages (seq ${actual.first_seq}-${actual.last_seq}), ${restored.at(-1)?.consumers ?? 0} consumers` +
           (appended > 0 ? ` (${formatCount(appended)} of them appended while the backup read the stream, past the state it recorded)` : '') +
           (realigned.length > 0
-            ? `; ${realigned.map((r) => `${r.consumer} had delivered to seq ${r.delivered}, past the stream's end: made again from seq ${r.start_seq}`).join('; ')}`
+            ? `; ${realigned
+                .map((r) =>
+                  r.reason === 'ahead'
+                    ? `${r.consumer} had delivered to seq ${r.delivered}, past the stream's end: made again from seq ${r.start_seq}`
+                    : `${r.consumer} had acknowledged past where it stood when the backup began: made again from seq ${r.start_seq}`,
+                )
+                .join('; ')}`
             : ''),
       );
       if (entry.created !== undefined && info.created !== entry.created)
