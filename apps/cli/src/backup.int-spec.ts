@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AckPolicy, headers as natsHeaders, type StreamConfig, type StreamState } from 'nats';
 import {
+  acknowledgedThrough,
   batonStreamNames,
   batonTopology,
   connectNats,
@@ -410,7 +411,7 @@ describe('baton backup and baton restore (private nats-servers, real Redis)', ()
       const restored = await run(serverH.url, 'restore', '--from', out, '--json');
       expect({ code: restored.code, err: restored.err }).toEqual({ code: 0, err: '' });
       const last = (await h.jsm.streams.info('BKFIX_DLQ')).state.last_seq;
-      const start = Math.min(ahead.ack_floor.stream_seq, last) + 1;
+      const start = Math.min(acknowledgedThrough(ahead), last) + 1;
       const row = (JSON.parse(restored.out) as { streams: Array<{ stream: string; consumers_realigned: unknown[] }> }).streams.find(
         (r) => r.stream === 'BKFIX_DLQ',
       );
