@@ -44,7 +44,9 @@ function natsAccess(prefix: string): { natsUrl: string; natsCreds?: string; agen
 
 /**
  * The operator API needs a token. Use BATON_TOKEN when set; otherwise make an operator token for
- * the demo project with `baton token create`, as an operator would.
+ * the demo project with `baton token create`, as an operator would: named for the project
+ * (`demo-operator-<project>`), so that demos of several projects at once do not revoke each
+ * other's (`--rotate` revokes the earlier tokens of the same name only).
  */
 function demoToken(project: string): string {
   const given = process.env['BATON_TOKEN'];
@@ -52,7 +54,7 @@ function demoToken(project: string): string {
   const cli = join(__dirname, '..', '..', '..', '..', 'bin', 'baton.js');
   const made = spawnSync(
     process.execPath,
-    [cli, 'token', 'create', '--role', 'operator', '--project', project, '--name', 'demo-operator', '--rotate', '--json'],
+    [cli, 'token', 'create', '--role', 'operator', '--project', project, '--name', `demo-operator-${project}`, '--rotate', '--json'],
     {
       encoding: 'utf8',
       env: { ...process.env, BATON_CLI_NO_BUILD: process.env['BATON_CLI_NO_BUILD'] ?? '0' },
