@@ -343,7 +343,8 @@ export async function realignRestoredConsumers(
     const atStart = acknowledgedAtStart?.get(info.name);
     const rewind = atStart !== undefined && atStart < through;
     if (!ahead && !rewind) continue;
-    const start = (rewind ? Math.min(atStart, through) : through) + 1;
+    // Rewound: from where it stood (below what it has acknowledged since); ahead: from what it has acknowledged.
+    const start = (rewind ? atStart : through) + 1;
     remake.push({ info, start, reason: rewind ? 'rewound' : 'ahead' });
   }
   for (const { info, start, reason } of remake) {

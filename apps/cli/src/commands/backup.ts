@@ -292,16 +292,6 @@ Options:
       }
     }
     const events = batonStreamNames(prefix).events;
-    // Where each reader of the events stream stood before anything was taken: what it acknowledges
-    // while the streams before the events stream are taken may have its effects (offers, commands in
-    // the inbox) after them; the restore makes it read those events again (realignRestoredConsumers).
-    const eventsConsumersAtStart: Record<string, number> = {};
-    if (present.includes(events))
-      try {
-        for await (const c of nats.jsm.consumers.list(events)) eventsConsumersAtStart[c.name] = acknowledgedThrough(c);
-      } catch (error) {
-        throw streamReadError(error, events, prefix, ctx.natsUrl());
-      }
     if (!present.includes(events))
       throw new CliError(
         `no stream ${events} on NATS: is this the platform's NATS, is BATON_PREFIX=${prefix} right, and was the platform started? Nothing was written`,
@@ -310,6 +300,15 @@ Options:
           details: { stream: events, prefix },
         },
       );
+    // Where each reader of the events stream stood before anything was taken: what it acknowledges
+    // while the streams before the events stream are taken may have its effects (offers, commands in
+    // the inbox) after them; the restore makes it read those events again (realignRestoredConsumers).
+    const eventsConsumersAtStart: Record<string, number> = {};
+    try {
+      for await (const c of nats.jsm.consumers.list(events)) eventsConsumersAtStart[c.name] = acknowledgedThrough(c);
+    } catch (error) {
+      throw streamReadError(error, events, prefix, ctx.natsUrl());
+    }
 
     // The snapshots hold every handoff's context and every customer message: the folder and its files are the admin's alone.
     await mkdir(dir, { recursive: true, mode: 0o700 });

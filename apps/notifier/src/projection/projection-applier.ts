@@ -378,9 +378,8 @@ export class ProjectionApplier implements OnApplicationBootstrap, BeforeApplicat
           // `notices` rebuilt up to what was published (lost, or of another version): the live
           // applier publishes from here.
           ...(rebuilt.projection === 'notices' &&
-          (rebuilt.reason === 'no_active_generation' || rebuilt.reason === 'version_changed') &&
           rebuilt.result.status === 'swapped' &&
-          (rebuilt.reason === 'no_active_generation' || (stream !== null && rebuilt.result.lastSeq < stream.last_seq))
+          (rebuilt.reason === 'no_active_generation' || (rebuilt.reason === 'version_changed' && stream !== null && rebuilt.result.lastSeq < stream.last_seq))
             ? { notices_from_seq: rebuilt.result.lastSeq + 1 }
             : {}),
         };
